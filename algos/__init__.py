@@ -1,0 +1,1 @@
+"""webrl.algos: advantage estimators, policy losses and GRPO / PPO / SFT objectives (pure functions)."""

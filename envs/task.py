@@ -1,0 +1,88 @@
+"""The `Task` protocol: what a web environment needs from a task, beside the generic browser shell.
+
+A web env = generic browser shell (`WebEnv`) + a `Task`. The shell owns the browser, the
+observation and action execution; the task owns the goal, where to start, what counts as
+success, and optionally a scripted oracle that solves it from live observations.
+
+Lifecycle inside one episode::
+
+    task.setup(page)                      # after the context opens, before the first observation
+    ... agent steps; each step the shell may ask task.oracle_action(obs) (demos, tests) ...
+    reward = task.reward(page, answer)    # float in [0, 1], or None: needs a judge
+    task.teardown(page)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, runtime_checkable
+from urllib.parse import urlparse
+
+from webrl.actions import Action
+
+
+@dataclass
+class TaskSpec:
+    """Static description of one task instance.
+
+    id: unique, stable id (e.g. "shop/l1/train/00042").
+    goal: the natural-language instruction shown to the agent.
+    start_url: first page of the episode.
+    allowed_domains: hosts (host or host:port) the episode may reach; empty = start_url's host.
+    max_steps: episode truncates after this many agent steps.
+    site / level / split: provenance for metrics ("shop", 0..2, "train"|"test").
+    params: generator parameters, JSON-able (what the checker needs).
+    """
+
+    id: str
+    goal: str
+    start_url: str
+    allowed_domains: tuple[str, ...] = ()
+    max_steps: int = 15
+    site: str = ""
+    level: int = 0
+    split: str = "train"
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.allowed_domains:
+            host = urlparse(self.start_url).netloc
+            self.allowed_domains = (host,) if host else ()
+        self.allowed_domains = tuple(self.allowed_domains)
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What `WebEnv` calls. `page` is a Playwright sync `Page`."""
+
+    spec: TaskSpec
+
+    def setup(self, page: Any) -> None:
+        """Prepare the episode (e.g. log in, reset server state, seed the page)."""
+
+    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
+        """Score the final state: a float in [0, 1], or None when only a judge can tell."""
+
+    def oracle_action(self, observation: dict[str, Any]) -> Optional[Action]:
+        """Scripted solver: the next action from the live observation, or None if it has none."""
+
+    def teardown(self, page: Any) -> None:
+        """Release anything setup acquired."""
+
+
+class BaseTask:
+    """Convenience base with no-op hooks; subclasses override what they need."""
+
+    def __init__(self, spec: TaskSpec):
+        self.spec = spec
+
+    def setup(self, page: Any) -> None:
+        return None
+
+    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
+        return None
+
+    def oracle_action(self, observation: dict[str, Any]) -> Optional[Action]:
+        return None
+
+    def teardown(self, page: Any) -> None:
+        return None

@@ -1,0 +1,1 @@
+"""webrl.kernels: fused token log-prob / entropy kernels with pure-torch reference paths."""

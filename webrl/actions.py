@@ -1,0 +1,291 @@
+"""The typed browser `Action` and its canonical compact grammar.
+
+Every policy output format (Set-of-Mark tool calls, Qwen computer-use coordinates, this compact
+grammar) is parsed into one `Action`; environments execute only `Action`s. A parse failure is a
+value (`ParseError`), never an exception that ends a rollout.
+
+Compact grammar (one call per action, Python-like literals, strings in double quotes with
+backslash escapes)::
+
+    click(12)                 click(12, button="right")   click(12, clicks=2)
+    click_at(340, 220)        click_at(340, 220, button="right", clicks=2)
+    hover(12)                 hover_at(340, 220)
+    type(5, "blue mug")       type("blue mug")            type(5, "blue mug", clear=false)
+    select(7, "Large")        scroll("down")              scroll("down", 0.5)
+    scroll("up", 0.5, 12)     scroll_at("down", 0.5, 340, 220)
+    press("Control+A")        goto("http://127.0.0.1:8000/")   back()   forward()
+    new_tab()  new_tab("http://...")  switch_tab(1)  close_tab()  close_tab(1)
+    drag(10, 20, 300, 40)     wait(1.0)   answer("42 euros")   stop()
+
+`type` without an element types into the focused field; `scroll` amounts are fractions of the
+viewport (OpenWebRL convention); points are pixels of the observation screenshot.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+ACTION_KINDS = (
+    "click", "click_at", "hover", "hover_at", "type", "select", "scroll", "scroll_at", "press",
+    "goto", "back", "forward", "new_tab", "switch_tab", "close_tab", "drag", "wait", "answer",
+    "stop",
+)
+SCROLL_DIRECTIONS = ("up", "down", "left", "right")
+MOUSE_BUTTONS = ("left", "right", "middle")
+
+# Which fields each kind requires / allows besides `kind`. Everything else must stay at default.
+_REQUIRED = {
+    "click": ("element",), "click_at": ("x", "y"), "hover": ("element",), "hover_at": ("x", "y"),
+    "type": ("text",), "select": ("element", "text"), "scroll": ("direction",),
+    "scroll_at": ("direction", "x", "y"), "press": ("text",), "goto": ("text",), "back": (),
+    "forward": (), "new_tab": (), "switch_tab": ("tab",), "close_tab": (),
+    "drag": ("x", "y", "to_x", "to_y"), "wait": (), "answer": ("text",), "stop": (),
+}
+_OPTIONAL = {
+    "click": ("button", "clicks"), "click_at": ("button", "clicks"), "type": ("element", "clear"),
+    "scroll": ("amount", "element"), "scroll_at": ("amount",), "new_tab": ("text",),
+    "close_tab": ("tab",), "wait": ("amount",),
+}
+# Positional argument order of each kind in the compact grammar.
+_POSITIONAL = {
+    "click": ("element",), "click_at": ("x", "y"), "hover": ("element",), "hover_at": ("x", "y"),
+    "type": ("element", "text"), "select": ("element", "text"),
+    "scroll": ("direction", "amount", "element"), "scroll_at": ("direction", "amount", "x", "y"),
+    "press": ("text",), "goto": ("text",), "back": (), "forward": (), "new_tab": ("text",),
+    "switch_tab": ("tab",), "close_tab": ("tab",), "drag": ("x", "y", "to_x", "to_y"),
+    "wait": ("amount",), "answer": ("text",), "stop": (),
+}
+_DEFAULTS = {"button": "left", "clicks": 1, "clear": True}
+
+
+class ActionError(ValueError):
+    """An `Action` that cannot exist (missing or conflicting fields)."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """One browser action. Construct through the kind-named classmethods or `Action(kind=...)`.
+
+    Fields (unused ones stay None / default):
+      kind: one of ACTION_KINDS.
+      element: Set-of-Mark id of the target element.
+      x, y / to_x, to_y: points in observation-screenshot pixels.
+      text: typed text, select option label, key chord, URL or final answer.
+      button, clicks: mouse button and click count (2 = double click).
+      direction, amount: scroll direction and amount as a viewport fraction; wait seconds.
+      clear: `type` replaces the field's content (select-all + delete) before typing.
+      tab: tab index for switch_tab / close_tab.
+    """
+
+    kind: str
+    element: Optional[int] = None
+    x: Optional[float] = None
+    y: Optional[float] = None
+    to_x: Optional[float] = None
+    to_y: Optional[float] = None
+    text: Optional[str] = None
+    button: str = "left"
+    clicks: int = 1
+    direction: Optional[str] = None
+    amount: Optional[float] = None
+    clear: bool = True
+    tab: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ACTION_KINDS:
+            raise ActionError(f"unknown action kind {self.kind!r}; allowed: {', '.join(ACTION_KINDS)}")
+        allowed = set(_REQUIRED[self.kind]) | set(_OPTIONAL.get(self.kind, ()))
+        for f in dataclasses.fields(self):
+            if f.name == "kind":
+                continue
+            value = getattr(self, f.name)
+            is_default = value == _DEFAULTS.get(f.name) if f.name in _DEFAULTS else value is None
+            if f.name in _REQUIRED[self.kind] and value is None:
+                raise ActionError(f"{self.kind} needs {f.name!r}")
+            if not is_default and f.name not in allowed:
+                raise ActionError(f"{self.kind} takes no {f.name!r} (takes {sorted(allowed) or 'nothing'})")
+        if self.button not in MOUSE_BUTTONS:
+            raise ActionError(f"button must be one of {MOUSE_BUTTONS}, got {self.button!r}")
+        if not (isinstance(self.clicks, int) and 1 <= self.clicks <= 3):
+            raise ActionError(f"clicks must be 1, 2 or 3, got {self.clicks!r}")
+        if self.direction is not None and self.direction not in SCROLL_DIRECTIONS:
+            raise ActionError(f"direction must be one of {SCROLL_DIRECTIONS}, got {self.direction!r}")
+        for name in ("element", "tab"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise ActionError(f"{name} must be a non-negative integer, got {v!r}")
+        for name in ("x", "y", "to_x", "to_y", "amount"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v != v):
+                raise ActionError(f"{name} must be a number, got {v!r}")
+        if self.text is not None and not isinstance(self.text, str):
+            raise ActionError(f"text must be a string, got {self.text!r}")
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def click(cls, element: int, button: str = "left", clicks: int = 1) -> "Action":
+        return cls("click", element=element, button=button, clicks=clicks)
+
+    @classmethod
+    def click_at(cls, x: float, y: float, button: str = "left", clicks: int = 1) -> "Action":
+        return cls("click_at", x=x, y=y, button=button, clicks=clicks)
+
+    @classmethod
+    def type_text(cls, text: str, element: Optional[int] = None, clear: bool = True) -> "Action":
+        return cls("type", element=element, text=text, clear=clear)
+
+    @classmethod
+    def select(cls, element: int, option: str) -> "Action":
+        return cls("select", element=element, text=option)
+
+    @classmethod
+    def scroll(cls, direction: str, amount: Optional[float] = None,
+               element: Optional[int] = None) -> "Action":
+        return cls("scroll", direction=direction, amount=amount, element=element)
+
+    @classmethod
+    def answer(cls, text: str) -> "Action":
+        return cls("answer", text=text)
+
+    @classmethod
+    def stop(cls) -> "Action":
+        return cls("stop")
+
+    # -- serialisation ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Only the fields that differ from their defaults (plus `kind`)."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name != "kind" and v != (_DEFAULTS.get(f.name) if f.name in _DEFAULTS else None):
+                out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Action":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ActionError(f"unknown Action fields {sorted(unknown)}")
+        return cls(**d)
+
+    def to_compact(self) -> str:
+        return format_compact(self)
+
+    @property
+    def is_terminal(self) -> bool:
+        """`answer` and `stop` end the episode."""
+        return self.kind in ("answer", "stop")
+
+
+@dataclass(frozen=True)
+class ParseError:
+    """A model output that is not a valid action. `message` is fed back to the model."""
+
+    message: str
+    text: str = ""
+
+    def __bool__(self) -> bool:  # `if parsed:` reads as "a valid action came out"
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# compact grammar
+# ---------------------------------------------------------------------------------------------
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e15 else repr(value)
+    return repr(value)
+
+
+def format_compact(action: Action) -> str:
+    """Render `action` in the compact grammar; `parse_compact` inverts it exactly."""
+    d = action.to_dict()
+    kind = d.pop("kind")
+    positional: list[str] = []
+    for name in _POSITIONAL[kind]:
+        if name in d:
+            positional.append(_literal(d.pop(name)))
+        elif any(later in d for later in _POSITIONAL[kind][_POSITIONAL[kind].index(name) + 1:]):
+            break  # a gap: the rest goes as keywords
+    keywords = [f"{k}={_literal(v)}" for k, v in d.items()]
+    return f"{kind}({', '.join(positional + keywords)})"
+
+
+_CALL = re.compile(r"([a-z_]+)\s*\((.*)\)\s*$", re.S)
+
+
+def _to_python_literals(args: str) -> str:
+    # true/false outside strings -> True/False, so ast.literal_eval can read them.
+    out, i, in_str = [], 0, False
+    while i < len(args):
+        c = args[i]
+        if in_str:
+            out.append(c)
+            if c == "\\" and i + 1 < len(args):
+                out.append(args[i + 1])
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+            out.append(c)
+        else:
+            m = re.match(r"\b(true|false|null)\b", args[i:])
+            if m and (i == 0 or not (args[i - 1].isalnum() or args[i - 1] == "_")):
+                out.append({"true": "True", "false": "False", "null": "None"}[m.group(1)])
+                i += len(m.group(1))
+                continue
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def parse_compact(text: str) -> Action | ParseError:
+    """Parse one compact-grammar call, e.g. ``type(5, "blue mug")``. Never raises."""
+    if not isinstance(text, str):
+        return ParseError(f"expected a string, got {type(text).__name__}")
+    src = text.strip()
+    m = _CALL.match(src)
+    if not m:
+        return ParseError("expected one call like click(12) or type(5, \"text\")", text)
+    kind, args = m.group(1), m.group(2)
+    if kind not in ACTION_KINDS:
+        return ParseError(f"unknown action {kind!r}; allowed: {', '.join(ACTION_KINDS)}", text)
+    try:
+        call = ast.parse(f"f({_to_python_literals(args)})", mode="eval").body
+        assert isinstance(call, ast.Call)
+        values = [ast.literal_eval(a) for a in call.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+        if len(kwargs) != len(call.keywords):
+            raise ValueError("**kwargs are not allowed")
+    except (SyntaxError, ValueError, TypeError, AssertionError, MemoryError, RecursionError) as e:
+        return ParseError(f"cannot read the arguments of {kind}(): {type(e).__name__}: {e}", text)
+    order = list(_POSITIONAL[kind])
+    if kind == "type" and len(values) == 1:
+        order = ["text"]  # type("text") types into the focused field
+    if kind == "scroll_at" and len(values) == 3:
+        order = ["direction", "x", "y"]
+    if len(values) > len(order):
+        return ParseError(f"{kind}() takes at most {len(order)} positional arguments", text)
+    fields = dict(zip(order, values))
+    for k, v in kwargs.items():
+        if k in fields:
+            return ParseError(f"{kind}() got {k!r} twice", text)
+        fields[k] = v
+    for k in ("element", "tab", "clicks"):  # 12.0 -> 12 is harmless; 12.5 is not
+        v = fields.get(k)
+        if isinstance(v, float) and v.is_integer():
+            fields[k] = int(v)
+    try:
+        return Action(kind=kind, **fields)
+    except (ActionError, TypeError) as e:
+        return ParseError(f"invalid {kind}(): {e}", text)

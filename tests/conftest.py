@@ -1,0 +1,38 @@
+"""Test configuration: no phone-home, every output inside the test folder, GPU tests skip without CUDA."""
+import os
+import tempfile
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+_RUN_DIR = os.environ.setdefault("WEBRL_TEST_DIR", tempfile.mkdtemp(prefix="webrl-tests-"))
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(_RUN_DIR, "torch_extensions"))
+
+import pytest  # noqa: E402
+
+pytest_plugins = ["tests.plugins.models", "tests.plugins.browser"]
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def run_dir():
+    """A folder for this whole test run (Ray temp dir, extension builds, artifacts)."""
+    return _RUN_DIR

@@ -1,0 +1,1 @@
+"""Session fixtures for Chromium and local HTTP servers (owned by the envs work)."""

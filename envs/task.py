@@ -86,3 +86,12 @@ class BaseTask:
 
     def teardown(self, page: Any) -> None:
         return None
+
+
+@runtime_checkable
+class TaskSource(Protocol):
+    """Where an env gets its next task: `WebEnv.reset(seed=...)` calls `sample(rng)` unless
+    `reset(options={"task": task})` hands one in. Sources must be picklable (Ray ships them)."""
+
+    def sample(self, rng: Any) -> Task:
+        """A task instance drawn with `rng` (a `numpy.random.Generator`)."""

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Set up webrl on a fresh machine (idempotent, fast when nothing changed), then run something.
+#
+#   bash run.sh example [args...]   set up, then run examples/train_online_mind2web.py [args...]
+#   bash run.sh test [pytest args]  set up, then run the whole test suite
+#   bash run.sh setup               set up only
+#
+# Setup: a virtual environment at .venv (created when missing), the pinned dependencies
+# (constraints.txt; torch 2.13.0, the CPU build where no CUDA is present; never torchvision),
+# webrl itself (editable), and Debian's chromium when no Chromium is found.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+ROOT=$PWD
+VENV=$ROOT/.venv
+PY=$VENV/bin/python
+
+log() { printf '[webrl setup] %s\n' "$*" >&2; }
+
+find_python() {
+    for cand in python3.11 python3.12 python3.10 python3; do
+        if command -v "$cand" >/dev/null 2>&1 &&
+            "$cand" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] < (3, 13) else 1)' 2>/dev/null; then
+            echo "$cand"; return 0
+        fi
+    done
+    log "no Python 3.10-3.12 found; install one (e.g. apt-get install -y python3 python3-venv)"; exit 1
+}
+
+setup_venv() {
+    if [ ! -x "$PY" ]; then
+        log "creating $VENV"
+        "$(find_python)" -m venv "$VENV"
+    fi
+    local stamp=$VENV/.webrl-deps
+    local want
+    want=$(cat setup.cfg constraints.txt run.sh | sha256sum | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    log "installing dependencies (a few minutes the first time)"
+    "$PY" -m pip install -q --upgrade "pip>=23" "setuptools>=68" wheel
+    # Without CUDA this resolves to the CPU build where one is offered (as on the project's
+    # CPU machines); on a GPU machine it is the CUDA build. Never torchvision (see MACHINE.md).
+    "$PY" -m pip install -q "torch==2.13.0"
+    "$PY" -m pip install -q -c constraints.txt -e ".[dev]" --no-build-isolation
+    # Only the MiniWoB++ HTML files are used; its metadata pins conflict with ray's gymnasium.
+    "$PY" -m pip install -q --no-deps "miniwob==1.1.0"
+    "$PY" -c "import webrl, webrl.envs, webrl.algos, webrl.kernels" || { log "webrl does not import"; exit 1; }
+    echo "$want" >"$stamp"
+}
+
+find_chromium() {
+    if [ -n "${WEBRL_CHROMIUM:-}" ] && [ -x "$WEBRL_CHROMIUM" ]; then echo "$WEBRL_CHROMIUM"; return 0; fi
+    for cand in chromium chromium-browser google-chrome; do
+        if command -v "$cand" >/dev/null 2>&1; then command -v "$cand"; return 0; fi
+    done
+    return 1
+}
+
+setup_chromium() {
+    if find_chromium >/dev/null; then return 0; fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        log "no Chromium found: installing Debian's chromium"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        log "no Chromium found. Install one, e.g. as root: apt-get install -y chromium"
+        log "or point WEBRL_CHROMIUM at a Chromium/Chrome executable."
+        exit 1
+    fi
+    find_chromium >/dev/null || { log "chromium still not found after install"; exit 1; }
+}
+
+export RAY_USAGE_STATS_ENABLED=${RAY_USAGE_STATS_ENABLED:-0}
+export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    setup)
+        setup_venv; setup_chromium ;;
+    example)
+        setup_venv; setup_chromium
+        exec "$PY" examples/train_online_mind2web.py "$@" ;;
+    test)
+        setup_venv; setup_chromium
+        exec "$PY" -m pytest tests "$@" ;;
+    *)
+        echo "usage: bash run.sh {example|test|setup} [args...]" >&2; exit 2 ;;
+esac

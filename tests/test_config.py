@@ -1,0 +1,60 @@
+"""Config layering and the errors a user sees for typos, wrong types and bad presets."""
+import pytest
+
+from webrl.config import (ConfigError, ModelConfig, WebRLConfig, describe, field_docs, list_presets,
+                          load_config)
+
+
+def test_defaults_preset_and_overrides_layer_in_order(tmp_path):
+    preset = tmp_path / "p.yaml"
+    preset.write_text("run:\n  seed: 5\n  name: from-preset\n")
+    cfg = load_config(WebRLConfig, preset, ["run.seed=9"])
+    assert isinstance(cfg, WebRLConfig) and isinstance(cfg.model, ModelConfig)
+    assert (cfg.run.name, cfg.run.seed) == ("from-preset", 9)  # override beats preset
+    assert cfg.model.family == "qwen2.5-vl"  # untouched default
+
+
+def test_shipped_presets_all_load():
+    assert "default" in list_presets() and "smoke" in list_presets()
+    for name in list_presets():
+        assert isinstance(load_config(WebRLConfig, name), WebRLConfig)
+
+
+def test_unknown_key_names_it_and_the_closest_valid_keys():
+    with pytest.raises(ConfigError) as e:
+        load_config(WebRLConfig, None, ["run.sed=3"])
+    msg = str(e.value)
+    assert "'run.sed'" in msg and "run.seed" in msg and "command line" in msg
+
+
+def test_unknown_section_is_reported():
+    with pytest.raises(ConfigError, match="unknown config key 'modle"):
+        load_config(WebRLConfig, None, ["modle.family=qwen3-vl"])
+
+
+def test_wrong_type_names_key_and_expected_type():
+    with pytest.raises(ConfigError) as e:
+        load_config(WebRLConfig, None, ["run.seed=abc"])
+    assert "'run.seed'" in str(e.value) and "expects int" in str(e.value)
+
+
+def test_bad_preset_lists_available_ones():
+    with pytest.raises(ConfigError) as e:
+        load_config(WebRLConfig, "smok")
+    assert "unknown preset 'smok'" in str(e.value) and "smoke" in str(e.value)
+
+
+def test_validation_names_field_and_allowed_values():
+    with pytest.raises(ConfigError, match=r"model.family must be one of .*qwen3-vl.*'llama'"):
+        load_config(WebRLConfig, None, ["model.family=llama"])
+
+
+def test_override_without_equals_is_rejected():
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(WebRLConfig, None, ["run.seed"])
+
+
+def test_every_field_is_documented():
+    rows = describe(WebRLConfig)
+    assert rows and all(doc for _, _, _, doc in rows), [k for k, _, _, d in rows if not d]
+    assert field_docs(ModelConfig)["family"].startswith("Model family")

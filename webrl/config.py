@@ -1,0 +1,201 @@
+"""Structured configs: one dataclass per component, YAML presets, `key=value` overrides.
+
+Every component declares its own small dataclass (a docstring string under each field,
+validation in `__post_init__`) next to its code; `WebRLConfig` only composes them. A run's
+config is built in three layers, later ones winning::
+
+    dataclass defaults  <-  preset YAML (webrl/configs/<name>.yaml or a path)  <-  key=value overrides
+
+Mistakes fail early with a `ConfigError` naming the key: an unknown key lists the closest valid
+keys, a wrong type names the expected type, a bad preset lists the available presets.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import textwrap
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence, TypeVar
+
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+PRESET_DIR = Path(__file__).parent / "configs"
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration mistake: the message names the key and what would be valid."""
+
+
+# ---------------------------------------------------------------------------------------------
+# component configs owned by this module
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class RunConfig:
+    name: str = "webrl"
+    """Run name; the run folder is `<output_dir>/<name>-<timestamp>` unless `run_dir` is set."""
+    output_dir: str = "runs"
+    """Parent folder of run folders (checkpoints, metrics, trajectories, viewer pages)."""
+    run_dir: str = ""
+    """Exact run folder; empty = derived from output_dir and name."""
+    seed: int = 0
+    """Seed for task sampling, model init and torch/numpy RNGs."""
+    resume: bool = False
+    """Continue from the last checkpoint in run_dir."""
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"run.name must be a non-empty name without '/', got {self.name!r}")
+
+
+MODEL_FAMILIES = ("qwen2.5-vl", "qwen3-vl")
+
+
+@dataclass
+class ModelConfig:
+    path: str = ""
+    """Local checkpoint folder or hub id; empty = build a tiny random-init model (`tiny`)."""
+    family: str = "qwen2.5-vl"
+    """Model family for a tiny model and for coordinate conventions: qwen2.5-vl | qwen3-vl."""
+    dtype: str = "float32"
+    """Parameter dtype: float32 | bfloat16 | float16."""
+    tiny_hidden: int = 128
+    """Hidden size of a tiny model."""
+    tiny_layers: int = 2
+    """Decoder layers of a tiny model."""
+
+    def __post_init__(self) -> None:
+        if self.family not in MODEL_FAMILIES:
+            raise ConfigError(f"model.family must be one of {MODEL_FAMILIES}, got {self.family!r}")
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ConfigError(f"model.dtype must be float32 | bfloat16 | float16, got {self.dtype!r}")
+        if self.tiny_hidden <= 0 or self.tiny_layers <= 0:
+            raise ConfigError("model.tiny_hidden and model.tiny_layers must be positive")
+
+
+@dataclass
+class WebRLConfig:
+    """The whole run: one section per component; each component receives only its section."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------------------------
+def list_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def _preset_path(preset: str | Path) -> Path:
+    p = Path(preset)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    named = PRESET_DIR / f"{preset}.yaml"
+    if named.exists():
+        return named
+    close = difflib.get_close_matches(str(preset), list_presets(), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ConfigError(f"unknown preset {str(preset)!r}: not a YAML file and not one of "
+                      f"{', '.join(list_presets()) or '(none)'}.{hint}")
+
+
+def config_keys(schema: type, prefix: str = "") -> dict[str, Any]:
+    """Every dotted key of a config dataclass mapped to its declared type."""
+    out: dict[str, Any] = {}
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        key, tp = f"{prefix}{f.name}", hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            out.update(config_keys(tp, key + "."))
+        else:
+            out[key] = tp
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _explain(exc: OmegaConfBaseException, schema: type, source: str) -> ConfigError:
+    keys = config_keys(schema)
+    full_key = getattr(exc, "full_key", None) or ""
+    if isinstance(exc, ConfigKeyError) or full_key not in keys:
+        parent = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
+        siblings = [k for k in keys if k.startswith(parent)] or list(keys)
+        close = difflib.get_close_matches(full_key, siblings, n=3, cutoff=0.5)
+        hint = f" Closest valid keys: {', '.join(close)}." if close else (
+            f" Valid keys here: {', '.join(sorted(siblings)[:12])}.")
+        return ConfigError(f"unknown config key {full_key!r} (from {source}).{hint}")
+    expected = _type_name(keys[full_key])
+    return ConfigError(f"config key {full_key!r} (from {source}) expects {expected}: {exc.msg}")
+
+
+def load_config(schema: type[T] = WebRLConfig, preset: str | Path | None = None,
+                overrides: Sequence[str] = ()) -> T:
+    """Build a `schema` instance from defaults, an optional preset and `key=value` overrides."""
+    cfg = OmegaConf.structured(schema)
+    layers: list[tuple[str, Any]] = []
+    if preset:
+        path = _preset_path(preset)
+        layers.append((f"preset {path.name}", OmegaConf.load(path)))
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ConfigError(f"overrides must look like key=value, got {bad[0]!r}")
+    if overrides:
+        layers.append(("the command line", OmegaConf.from_dotlist(list(overrides))))
+    for source, layer in layers:
+        try:
+            cfg = OmegaConf.merge(cfg, layer)
+        except OmegaConfBaseException as e:
+            raise _explain(e, schema, source) from None
+    try:
+        obj = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as e:
+        raise _explain(e, schema, "the merged config") from None
+    return typing.cast(T, obj)
+
+
+def to_yaml(config: Any) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(config))
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    return typing.cast(dict, OmegaConf.to_container(OmegaConf.structured(config)))
+
+
+def field_docs(schema: type) -> dict[str, str]:
+    """The docstring under each field of a config dataclass, keyed by field name."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(schema)))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def describe(schema: type = WebRLConfig, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+    """(key, type, default, doc) for every leaf field, for `webrl config`."""
+    rows = []
+    hints = typing.get_type_hints(schema)
+    docs = field_docs(schema)
+    default = schema()
+    for f in dataclasses.fields(schema):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            rows.extend(describe(tp, f"{prefix}{f.name}."))
+        else:
+            rows.append((f"{prefix}{f.name}", _type_name(tp), getattr(default, f.name), docs.get(f.name, "")))
+    return rows

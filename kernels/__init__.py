@@ -1,1 +1,27 @@
-"""webrl.kernels: fused token log-prob / entropy kernels with pure-torch reference paths."""
+"""webrl.kernels: fused token log-prob / entropy without materialising (tokens × vocab) logits.
+
+    from webrl.kernels import token_logprobs
+    logprobs, entropy = token_logprobs(hidden, model.lm_head.weight, targets, temperature,
+                                       mask=response_mask)
+
+Paths: Triton kernels on CUDA (`triton_logprobs`), a chunked torch autograd.Function elsewhere
+(`chunked`), and the naive `token_logprobs_reference` for tests and benchmarks. Set
+WEBRL_KERNEL=triton|torch|auto to force a path. Triton is imported only when its path runs.
+"""
+from webrl.kernels.dispatch import (
+    ENV_VAR,
+    KernelBackendError,
+    TokenLogprobsConfig,
+    resolve_backend,
+    token_logprobs,
+)
+from webrl.kernels.reference import token_logprobs_reference
+
+__all__ = [
+    "ENV_VAR",
+    "KernelBackendError",
+    "TokenLogprobsConfig",
+    "resolve_backend",
+    "token_logprobs",
+    "token_logprobs_reference",
+]

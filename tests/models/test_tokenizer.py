@@ -1,0 +1,53 @@
+"""The locally trained byte-level BPE tokenizer: digits, special tokens, chat template."""
+import pytest
+
+from webrl.models.corpus import default_corpus
+from webrl.models.tokenizer import ADDED_TOKENS, SPECIAL_TOKENS, check_digits_split, train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(default_corpus(0), vocab_size=600)
+
+
+def test_digits_are_single_tokens(tokenizer):
+    # "[1234] click(1234)" must give the digit tokens 1,2,3,4 twice, identical ids both times.
+    pieces = tokenizer.tokenize("[1234] click(1234)")
+    assert pieces.count("1") == pieces.count("2") == pieces.count("3") == pieces.count("4") == 2
+    assert check_digits_split(tokenizer)
+    ids = tokenizer("[17]")["input_ids"], tokenizer("click(17)")["input_ids"]
+    one_seven = [tokenizer.convert_tokens_to_ids("1"), tokenizer.convert_tokens_to_ids("7")]
+    assert ids[0][1:3] == one_seven and ids[1][-3:-1] == one_seven
+
+
+def test_special_and_added_tokens_are_single_ids(tokenizer):
+    for tok in SPECIAL_TOKENS + ADDED_TOKENS:
+        ids = tokenizer(tok, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1 and tokenizer.convert_ids_to_tokens(ids[0]) == tok
+    assert len(tokenizer) <= 600
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.pad_token == "<|endoftext|>"
+    text = "<think>ok</think><tool_call>{}</tool_call><|im_end|>"
+    # tool-call / think tags survive skip_special_tokens (as in Qwen); <|im_end|> does not
+    assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == \
+        "<think>ok</think><tool_call>{}</tool_call>"
+
+
+def test_every_string_round_trips(tokenizer):
+    s = "Ünïcode ✓ 東京 tab\tnew\nline   spaces «quotes» 🙂"
+    assert tokenizer.decode(tokenizer(s)["input_ids"]) == s
+
+
+def test_chat_template_roles_and_images(tokenizer):
+    msgs = [{"role": "system", "content": "SYS"},
+            {"role": "user", "content": [{"type": "text", "text": "goal"}, {"type": "image"}]},
+            {"role": "assistant", "content": "<think>a</think><tool_call>x</tool_call>"},
+            {"role": "tool", "content": "Succeed"}]
+    out = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert out == ("<|im_start|>system\nSYS<|im_end|>\n"
+                   "<|im_start|>user\ngoal<|vision_start|><|image_pad|><|vision_end|><|im_end|>\n"
+                   "<|im_start|>assistant\n<think>a</think><tool_call>x</tool_call><|im_end|>\n"
+                   "<|im_start|>user\n<tool_response>\nSucceed\n</tool_response><|im_end|>\n"
+                   "<|im_start|>assistant\n")
+    no_system = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+    assert no_system == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+                         "<|im_start|>user\nhi<|im_end|>\n")

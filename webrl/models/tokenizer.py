@@ -1,0 +1,93 @@
+"""A byte-level BPE tokenizer trained locally, with Qwen's special tokens and chat format.
+
+Real Qwen2.5-VL / Qwen3-VL tokenizers cannot be downloaded here, so tiny models get their own,
+trained in a second on `webrl.models.corpus.default_corpus` (or a user corpus) with the
+`tokenizers` library. It mirrors what matters of Qwen's tokenizer:
+
+- byte-level BPE, so every string encodes;
+- a pre-tokenizer that isolates every digit (`\\p{N}`), as Qwen's does: otherwise `[17]` and
+  `click(17)` would share no token (LEARNING.md);
+- the special tokens `<|endoftext|>` (pad), `<|im_start|>`, `<|im_end|>` (eos),
+  `<|vision_start|>`, `<|vision_end|>`, `<|image_pad|>`, `<|video_pad|>`, and the added
+  non-special tokens `<tool_call>`, `</tool_call>`, `<think>`, `</think>` (kept by
+  `decode(skip_special_tokens=True)`, as in Qwen);
+- a ChatML chat template (`CHAT_TEMPLATE`) with system / user / assistant / tool roles and
+  image content items rendered as `<|vision_start|><|image_pad|><|vision_end|>`.
+
+Departure from Qwen's templates: a `tool` message becomes its own
+`<|im_start|>user\\n<tool_response>\\n...\\n</tool_response><|im_end|>` block (Qwen groups
+consecutive tool messages into one user block; webrl has one tool response per step), and past
+`<think>` blocks are never stripped (webrl's prompt builder decides what history keeps).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
+                  "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+ADDED_TOKENS = ("<tool_call>", "</tool_call>", "<think>", "</think>")
+DEFAULT_SYSTEM = "You are a helpful assistant."
+
+# Pre-tokenizer split: contractions, letter runs with one leading non-letter, single digits,
+# punctuation runs, newlines, whitespace -- the same classes Qwen's regex uses.
+_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+          r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- if loop.first and message['role'] != 'system' -%}"
+    "{{- '<|im_start|>system\\n" + DEFAULT_SYSTEM + "<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- if message['role'] == 'tool' -%}{{- '<|im_start|>user\\n<tool_response>\\n' -}}"
+    "{%- else -%}{{- '<|im_start|>' + message['role'] + '\\n' -}}{%- endif -%}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
+    "{%- else -%}{%- for item in message['content'] -%}"
+    "{%- if item['type'] == 'image' or 'image' in item or 'image_url' in item -%}"
+    "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
+    "{%- elif item['type'] == 'video' or 'video' in item -%}"
+    "{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}"
+    "{%- elif 'text' in item -%}{{- item['text'] -}}{%- endif -%}"
+    "{%- endfor -%}{%- endif -%}"
+    "{%- if message['role'] == 'tool' -%}{{- '\\n</tool_response>' -}}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def train_tokenizer(lines: Iterable[str], vocab_size: int = 1024, min_frequency: int = 2):
+    """Train a byte-level BPE `PreTrainedTokenizerFast` on `lines`. Deterministic for fixed lines.
+
+    vocab_size counts the 256 byte symbols and the 11 Qwen tokens; the result has at most
+    that many ids.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(_SPLIT), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    specials = list(SPECIAL_TOKENS) + list(ADDED_TOKENS)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+        special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(list(lines), trainer=trainer)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        padding_side="left", clean_up_tokenization_spaces=False, model_max_length=32768,
+        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                              "vision_start_token": "<|vision_start|>",
+                              "vision_end_token": "<|vision_end|>"})
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def check_digits_split(tokenizer, sample: Optional[str] = "[1234] click(1234)") -> bool:
+    """True when every digit of `sample` is its own token (the property LEARNING.md asks for)."""
+    pieces = [tokenizer.decode([i]) for i in tokenizer(sample, add_special_tokens=False)["input_ids"]]
+    return all(not any(c.isdigit() for c in p) or len(p.strip()) == 1 for p in pieces)

@@ -86,7 +86,7 @@ def _forward_stats(
     m = hidden32.new_full((n,), NEG_LARGE)
     s, t, target_logit = hidden32.new_zeros(n), hidden32.new_zeros(n), hidden32.new_zeros(n)
     for v0 in range(0, v, vocab_chunk):
-        w32 = weight[v0 : v0 + vocab_chunk].float()  # (Cv, H)
+        w32 = weight[v0 : v0 + vocab_chunk].to(hidden32.dtype)  # (Cv, H)
         for n0 in range(0, n, token_chunk):
             rows = slice(n0, n0 + token_chunk)
             z = (hidden32[rows] @ w32.T).mul_(inv_temp)  # (Cn, Cv)
@@ -98,12 +98,17 @@ def _forward_stats(
     return lse, entropy, target_logit
 
 
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float64 stays float64 (so `torch.autograd.gradcheck` can test backward); all else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 class ChunkedTokenLogprobs(torch.autograd.Function):
     """autograd.Function: (hidden (N, H), weight (V, H), targets (N,)) → (logprobs, entropy)."""
 
     @staticmethod
     def forward(ctx, hidden, weight, targets, inv_temp, token_chunk, vocab_chunk):
-        hidden32 = hidden.float()  # (N, H), a no-op for float32 input
+        hidden32 = hidden.to(accumulation_dtype(hidden.dtype))  # (N, H); no copy if float32
         with torch.no_grad():
             lse, entropy, target_logit = _forward_stats(
                 hidden32, weight, targets, inv_temp, token_chunk, vocab_chunk
@@ -118,13 +123,13 @@ class ChunkedTokenLogprobs(torch.autograd.Function):
         inv_temp, token_chunk, vocab_chunk = ctx.config
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         n, v = hidden.shape[0], weight.shape[0]
-        g_lp = lse.new_zeros(n) if grad_logprob is None else grad_logprob.float()
-        g_s = lse.new_zeros(n) if grad_entropy is None else grad_entropy.float()
-        hidden32 = hidden.float()
+        g_lp = lse.new_zeros(n) if grad_logprob is None else grad_logprob.to(lse.dtype)
+        g_s = lse.new_zeros(n) if grad_entropy is None else grad_entropy.to(lse.dtype)
+        hidden32 = hidden.to(lse.dtype)
         grad_h32 = hidden32.new_zeros(hidden.shape) if need_h else None  # (N, H)
         grad_w = torch.empty_like(weight) if need_w else None  # (V, H)
         for v0 in range(0, v, vocab_chunk):
-            w32 = weight[v0 : v0 + vocab_chunk].float()  # (Cv, H)
+            w32 = weight[v0 : v0 + vocab_chunk].to(lse.dtype)  # (Cv, H)
             grad_w32 = torch.zeros_like(w32) if need_w else None
             for n0 in range(0, n, token_chunk):
                 rows = slice(n0, n0 + token_chunk)

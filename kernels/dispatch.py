@@ -106,6 +106,8 @@ def _run_triton(hidden, weight, targets, inv_temp, config):
             "TRITON_INTERPRET=1 was set after webrl.kernels.triton_logprobs was imported; "
             "set it before the first import (e.g. in the environment of the process)"
         )
+    if hidden.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"the Triton path takes float32/bf16/fp16 inputs, got {hidden.dtype}")
     blocks = (config.block_tokens, config.block_vocab, config.block_hidden, config.vocab_splits)
     return triton_logprobs.TritonTokenLogprobs.apply(
         hidden.contiguous(), weight.contiguous(), targets.contiguous(), inv_temp, blocks
@@ -148,7 +150,8 @@ def token_logprobs(
         config: chunk / tile sizes and backend; defaults to `TokenLogprobsConfig()`.
 
     Returns:
-        (logprobs, entropy), float32, targets' shape. Both are differentiable with respect to
+        (logprobs, entropy), float32 (float64 for float64 inputs, torch path only), targets'
+        shape. Both are differentiable with respect to
         hidden and lm_head_weight.
     """
     config = config or TokenLogprobsConfig()

@@ -70,7 +70,10 @@ def grpo_advantages(rewards: Tensor, group_index: Tensor, *, eps: float = 1e-6,
     counts, mean, var = _group_moments(rewards, group_index)
     adv = rewards.detach().to(torch.float64) - mean
     if std_normalize:
-        adv = adv / (var.sqrt() + eps)
+        # a group of identical rewards must give exactly 0, also with eps=0 (mean's rounding
+        # error divided by a ~0 std would otherwise give +-1 or 0/0)
+        flat = ~zero_variance_filter(rewards, group_index, atol=0.0)[0]
+        adv = torch.where(flat, torch.zeros_like(adv), adv / torch.where(flat, 1.0, var.sqrt() + eps))
     adv = torch.where(counts > 1, adv, torch.zeros_like(adv))
     return adv.to(rewards.dtype)
 

@@ -1,0 +1,289 @@
+"""Scripted MiniWoB++ solvers: `ORACLES[task](observation) -> Action | None`.
+
+Each solver reads the live observation (goal, step, and `elements` as the observation
+contract defines them: Set-of-Mark ids with tag / role / name / type / value / checked /
+options / selected) and returns the next action. Targets are found by accessible name, role,
+tag or DOM id at run time — never by a fixed Set-of-Mark id — so a solver keeps working when
+the layout, order or count of elements changes with the seed. Solvers are stateless: what is
+already done is read back from the page (input values, checked boxes, selected options) or,
+where the page shows nothing (which accordion section is open), from the step index.
+
+They serve three purposes: the "every registered env has a reward-1 oracle" test, scripted
+demonstrations for SFT warm-up, and a check that the env's action execution is faithful.
+None returns when the observation does not contain what the solver expects.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable, Optional
+
+from webrl.actions import Action
+
+Observation = dict[str, Any]
+Element = dict[str, Any]
+ORDINALS = {"1st": 0, "2nd": 1, "3rd": 2, "4th": 3, "5th": 4}
+
+# -- element lookup ---------------------------------------------------------------------------
+
+
+def quoted(goal: str) -> list[str]:
+    """The double-quoted strings of a goal, in order: 'Enter "ab" and "cd"' -> ["ab", "cd"]."""
+    return re.findall(r'"([^"]*)"', goal)
+
+
+def find(elements: Iterable[Element], *, name: Optional[str] = None, role: Optional[str] = None,
+         tag: Optional[str] = None, type: Optional[str] = None,
+         dom_id: Optional[str] = None) -> Optional[Element]:
+    """First element matching every given field; `name` matches exactly, then case-folded."""
+    candidates = [e for e in elements
+                  if (role is None or e.get("role") == role) and (tag is None or e.get("tag") == tag)
+                  and (type is None or e.get("type") == type)
+                  and (dom_id is None or e.get("dom_id") == dom_id)]
+    if name is None:
+        return candidates[0] if candidates else None
+    for match in (lambda e: e.get("name") == name,
+                  lambda e: (e.get("name") or "").strip().casefold() == name.strip().casefold()):
+        hits = [e for e in candidates if match(e)]
+        if hits:
+            return hits[0]
+    return None
+
+
+def text_inputs(elements: Iterable[Element]) -> list[Element]:
+    """Single-line text fields (input of a text-like type), in DOM order."""
+    return [e for e in elements if e.get("tag") == "input"
+            and e.get("type") in ("text", "password", "email", "search", "tel", "url", "")]
+
+
+def click(element: Optional[Element]) -> Optional[Action]:
+    return None if element is None else Action.click(int(element["id"]))
+
+
+def fill(element: Optional[Element], text: str) -> Optional[Action]:
+    return None if element is None else Action.type_text(text, element=int(element["id"]))
+
+
+def submit_button(elements: Iterable[Element], name: str = "Submit") -> Optional[Element]:
+    return find(elements, name=name, role="button")
+
+
+def fill_then_submit(elements: list[Element], fields: list[tuple[Optional[Element], str]],
+                     button: Optional[Element]) -> Optional[Action]:
+    """Type into the first field whose value differs from its target, then click `button`.
+
+    Password values come back masked as '*' * len; they count as filled at the right length.
+    """
+    for field, target in fields:
+        if field is None:
+            return None
+        shown = "*" * len(target) if field.get("type") == "password" else target
+        if field.get("value", "") != shown:
+            return fill(field, target)
+    return click(button)
+
+
+# -- solvers ----------------------------------------------------------------------------------
+
+
+def solve_click_named_button(obs: Observation) -> Optional[Action]:
+    """click-button / unicode-test / click-dialog-2: 'Click ... "NAME" ...' names a button."""
+    names = quoted(obs["goal"])
+    return click(find(obs["elements"], name=names[-1], role="button")) if names else None
+
+
+def solve_click_button_words(obs: Observation) -> Optional[Action]:
+    """click-test-2 / click-test-transfer: 'Click button ONE.'"""
+    match = re.search(r"Click button (\w+)", obs["goal"])
+    return click(find(obs["elements"], name=match.group(1), role="button")) if match else None
+
+
+def solve_click_button_sequence(obs: Observation) -> Optional[Action]:
+    """'Click button ONE, then click button TWO.' The page shows no trace of the first click,
+    so the step index says which half is done."""
+    order = re.findall(r"button (\w+)", obs["goal"])
+    if len(order) != 2:
+        return None
+    return click(find(obs["elements"], name=order[min(int(obs.get("step", 0)), 1)], role="button"))
+
+
+def solve_click_test(obs: Observation) -> Optional[Action]:
+    """'Click the button.' — the only button."""
+    return click(find(obs["elements"], role="button"))
+
+
+def solve_click_dialog(obs: Observation) -> Optional[Action]:
+    """'Close the dialog box by clicking the "x".' — jQuery UI's close button is named Close."""
+    return click(find(obs["elements"], name="Close", role="button")
+                 or find(obs["elements"], name="x", role="button"))
+
+
+def _choices(obs: Observation, kind: str) -> Optional[Action]:
+    """Check the named boxes / radio ('Select a, b and c and click Submit.'), then Submit."""
+    match = re.search(r"Select (.*) and click Submit\.", obs["goal"])
+    if match is None:
+        return None
+    words = [w for w in re.split(r",\s*|\s+and\s+", match.group(1).strip()) if w]
+    wanted = set() if words == ["nothing"] else set(words)
+    for element in obs["elements"]:
+        if element.get("type") == kind and bool(element.get("checked")) != (element.get("name") in wanted):
+            return click(element)
+    return click(submit_button(obs["elements"]))
+
+
+def solve_click_checkboxes(obs: Observation) -> Optional[Action]:
+    """click-checkboxes / -large / -transfer."""
+    return _choices(obs, "checkbox")
+
+
+def solve_click_option(obs: Observation) -> Optional[Action]:
+    return _choices(obs, "radio")
+
+
+def solve_click_tab(obs: Observation) -> Optional[Action]:
+    """'Click on Tab #2.'"""
+    match = re.search(r"(Tab #\d+)", obs["goal"])
+    return click(find(obs["elements"], name=match.group(1), role="tab")) if match else None
+
+
+def solve_click_widget(obs: Observation) -> Optional[Action]:
+    """'Click on a "checkbox" widget.' (radio | checkbox | text | textarea | button)."""
+    kind = quoted(obs["goal"])[0] if quoted(obs["goal"]) else ""
+    by_kind = {"radio": dict(type="radio"), "checkbox": dict(type="checkbox"),
+               "text": dict(tag="input", type="text"), "textarea": dict(tag="textarea"),
+               "button": dict(tag="button")}
+    return click(find(obs["elements"], **by_kind[kind])) if kind in by_kind else None
+
+
+def solve_enter_text(obs: Observation) -> Optional[Action]:
+    """enter-text / enter-text-dynamic: 'Enter "abc" into the text field and press Submit.'
+    enter-text-2: 'Type "ABC" in all lower case letters ...'."""
+    words = quoted(obs["goal"])
+    if not words:
+        return None
+    target = words[0].lower() if "lower case" in obs["goal"] else words[0]
+    target = target.upper() if "upper case" in obs["goal"] else target
+    fields = text_inputs(obs["elements"])
+    return fill_then_submit(obs["elements"], [(fields[0] if fields else None, target)],
+                            submit_button(obs["elements"]))
+
+
+def solve_enter_password(obs: Observation) -> Optional[Action]:
+    """'Enter the password "pw" into both text fields and press submit.'"""
+    words, elements = quoted(obs["goal"]), obs["elements"]
+    fields = [e for e in elements if e.get("type") == "password"]
+    if not words or len(fields) != 2:
+        return None
+    return fill_then_submit(elements, [(f, words[0]) for f in fields], submit_button(elements))
+
+
+def solve_login_user(obs: Observation) -> Optional[Action]:
+    """'Enter the username "u" and the password "p" into the text fields and press login.'"""
+    words, elements = quoted(obs["goal"]), obs["elements"]
+    if len(words) < 2:
+        return None
+    user = find(elements, dom_id="username") or find(elements, tag="input", type="text")
+    password = find(elements, dom_id="password") or find(elements, type="password")
+    return fill_then_submit(elements, [(user, words[0]), (password, words[1])],
+                            submit_button(elements, "Login"))
+
+
+def solve_focus_text(obs: Observation) -> Optional[Action]:
+    """focus-text: 'Focus into the textbox.'; focus-text-2: 'Focus into the 2nd input textbox.'"""
+    fields = text_inputs(obs["elements"])
+    match = re.search(r"(\d)(?:st|nd|rd|th) input", obs["goal"])
+    index = int(match.group(1)) - 1 if match else 0
+    return click(fields[index]) if index < len(fields) else None
+
+
+def solve_choose_from_list(obs: Observation) -> Optional[Action]:
+    """choose-list: 'Select NAME from the list and click Submit.'"""
+    match = re.search(r"Select (.+?) from the (?:scroll )?list", obs["goal"])
+    select = find(obs["elements"], tag="select")
+    if match is None or select is None:
+        return None
+    if select.get("selected") != match.group(1):
+        return Action.select(int(select["id"]), match.group(1))
+    return click(submit_button(obs["elements"]))
+
+
+def solve_click_collapsible(obs: Observation) -> Optional[Action]:
+    """'Expand the section below and click submit.' Step 0 opens the section (its header is
+    an accordion tab named 'Section #N'); later steps click Submit."""
+    if int(obs.get("step", 0)) == 0:
+        header = next((e for e in obs["elements"] if e.get("role") == "tab"
+                       and (e.get("name") or "").startswith("Section")), None)
+        return click(header)
+    return click(submit_button(obs["elements"]))
+
+
+def solve_copy_paste(obs: Observation) -> Optional[Action]:
+    """copy-paste: the one textarea; copy-paste-2: 'Copy the text from the 2nd text area ...'."""
+    areas = [e for e in obs["elements"] if e.get("tag") == "textarea"]
+    match = re.search(r"(\d(?:st|nd|rd|th)) text area", obs["goal"])
+    index = ORDINALS.get(match.group(1), 0) if match else 0
+    field = find(obs["elements"], dom_id="answer-input") or find(obs["elements"], tag="input", type="text")
+    if index >= len(areas):
+        return None
+    return fill_then_submit(obs["elements"], [(field, areas[index].get("value", ""))],
+                            submit_button(obs["elements"]))
+
+
+def solve_sign_agreement(obs: Observation) -> Optional[Action]:
+    """'Click the cancel button.' or '... enter the name "N" then press "Agree"|"Cancel"'."""
+    goal, elements = obs["goal"], obs["elements"]
+    if goal.startswith("Click the cancel button"):
+        return click(find(elements, name="Cancel", role="button"))
+    words = quoted(goal)
+    if len(words) != 2:
+        return None
+    name_field = find(elements, dom_id="name") or find(elements, tag="input", type="text")
+    return fill_then_submit(elements, [(name_field, words[0])], find(elements, name=words[1], role="button"))
+
+
+def solve_use_spinner(obs: Observation) -> Optional[Action]:
+    """'Select -7 with the spinner and hit Submit.' The spinner ignores typed keys, so the
+    solver steps with its arrow buttons (jQuery UI puts the up arrow before the down arrow)."""
+    match = re.search(r"Select (-?\d+) with the spinner", obs["goal"])
+    spinner = find(obs["elements"], role="spinbutton") or find(obs["elements"], dom_id="spinner")
+    arrows = [e for e in obs["elements"] if e.get("tag") == "a" and e.get("role") == "button"]
+    if match is None or spinner is None or len(arrows) != 2:
+        return None
+    try:
+        current = int(spinner.get("value") or 0)
+    except ValueError:
+        return None
+    target = int(match.group(1))
+    if current != target:
+        return click(arrows[0] if current < target else arrows[1])
+    return click(submit_button(obs["elements"]))
+
+
+ORACLES: dict[str, Callable[[Observation], Optional[Action]]] = {
+    "click-button": solve_click_named_button,
+    "unicode-test": solve_click_named_button,
+    "click-dialog-2": solve_click_named_button,
+    "click-test-2": solve_click_button_words,
+    "click-test-transfer": solve_click_button_words,
+    "click-button-sequence": solve_click_button_sequence,
+    "click-test": solve_click_test,
+    "click-dialog": solve_click_dialog,
+    "click-checkboxes": solve_click_checkboxes,
+    "click-checkboxes-large": solve_click_checkboxes,
+    "click-checkboxes-transfer": solve_click_checkboxes,
+    "click-option": solve_click_option,
+    "click-tab": solve_click_tab,
+    "click-widget": solve_click_widget,
+    "enter-text": solve_enter_text,
+    "enter-text-2": solve_enter_text,
+    "enter-text-dynamic": solve_enter_text,
+    "enter-password": solve_enter_password,
+    "login-user": solve_login_user,
+    "focus-text": solve_focus_text,
+    "focus-text-2": solve_focus_text,
+    "choose-list": solve_choose_from_list,
+    "click-collapsible": solve_click_collapsible,
+    "copy-paste": solve_copy_paste,
+    "copy-paste-2": solve_copy_paste,
+    "sign-agreement": solve_sign_agreement,
+    "use-spinner": solve_use_spinner,
+}

@@ -1,0 +1,24 @@
+"""The policy layer: observations in, actions out, with the exact tokens the learner trains on.
+
+    Observation / PolicyRequest / Decision / Policy     webrl.policy.types
+    PromptConfig / PromptBuilder (context modes, K screenshots, token budget)   webrl.policy.prompt
+    make_format("som" | "computer_use" | "compact", family)   webrl.policy.formats
+    smart_resize / ImageGeometry                          webrl.policy.images
+    GeneratorPolicy (transformers) / EndpointPolicy (OpenAI-compatible HTTP)
+    sft_samples_from_trajectory / load_sharegpt           webrl.policy.sft
+"""
+from webrl.policy.endpoint import EndpointConfig, EndpointPolicy
+from webrl.policy.formats import FORMAT_NAMES, extract_call, make_format, strip_thinking
+from webrl.policy.generator import GeneratorConfig, GeneratorPolicy, SamplingConfig
+from webrl.policy.images import ImageGeometry, image_token_count, smart_resize
+from webrl.policy.prompt import CONTEXT_MODES, Message, PromptBuilder, PromptConfig, RenderedPrompt, render_chatml
+from webrl.policy.sft import SFTSample, load_sharegpt, sft_samples_from_trajectory
+from webrl.policy.types import Decision, DecisionStats, Observation, Policy, PolicyRequest
+
+__all__ = [
+    "EndpointConfig", "EndpointPolicy", "FORMAT_NAMES", "extract_call", "make_format", "strip_thinking",
+    "GeneratorConfig", "GeneratorPolicy", "SamplingConfig", "ImageGeometry", "image_token_count", "smart_resize",
+    "CONTEXT_MODES", "Message", "PromptBuilder", "PromptConfig", "RenderedPrompt", "render_chatml",
+    "SFTSample", "load_sharegpt", "sft_samples_from_trajectory", "Decision", "DecisionStats", "Observation",
+    "Policy", "PolicyRequest",
+]

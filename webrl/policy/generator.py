@@ -1,0 +1,157 @@
+"""`GeneratorPolicy`: a transformers Qwen-VL model answering a batch of requests.
+
+Token-in/token-out: the prompt ids handed back are the processor's ids for the rendered
+prompt (the ones the model read), the response ids are the sampled ones up to and including
+the first stop token, and nothing is re-tokenised later.
+
+Log-probs: log softmax(logits / temperature) of each sampled token, from the raw logits of the
+same forward passes that sampled it. top-p / top-k truncation shapes what is sampled but is
+not applied to the log-probs, because the learner recomputes exactly softmax(logits / T) over
+the same ids (as verl and slime do); with top-p = 1 and top-k off (the RL default) the two are
+the same distribution. Greedy decoding reports temperature-1 log-probs.
+
+Departures from `model.generate` defaults: top-k is off (transformers samples with top-k 50
+otherwise), and the checkpoint's generation config (Qwen ships top_k=1, repetition_penalty
+1.05) is overridden, so samples follow the distribution the learner optimises.
+Batched requests are left-padded; images of different sizes go through one processor call.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from webrl.policy.prompt import PromptBuilder, PromptConfig, RenderedPrompt
+from webrl.policy.types import Decision, DecisionStats, PolicyRequest
+
+STOP_TOKENS = ("</tool_call>", "<|im_end|>", "<|endoftext|>")
+
+
+@dataclass
+class SamplingConfig:
+    """Decoding parameters."""
+
+    temperature: float = 1.0
+    """Softmax temperature of sampling and of the reported log-probs (> 0)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass in (0, 1]; 1 = off."""
+    top_k: int = 0
+    """Top-k sampling; 0 = off (the RL default: sample the real distribution)."""
+    max_new_tokens: int = 256
+    """Response length cap per turn."""
+    greedy: bool = False
+    """Argmax decoding (evaluation); temperature/top-p/top-k are ignored."""
+    stop_at_tool_call: bool = True
+    """Stop right after `</tool_call>` (besides <|im_end|> / <|endoftext|>)."""
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"SamplingConfig.temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"SamplingConfig.top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0 or self.max_new_tokens < 1:
+            raise ValueError(f"SamplingConfig.top_k must be >= 0 and max_new_tokens >= 1, "
+                             f"got {self.top_k}, {self.max_new_tokens}")
+
+
+@dataclass
+class GeneratorConfig:
+    """A generator policy: prompt building plus sampling."""
+
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    max_batch_size: int = 16
+    """Requests per `generate` call; larger batches are split."""
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 1:
+            raise ValueError(f"GeneratorConfig.max_batch_size must be >= 1, got {self.max_batch_size}")
+
+
+class GeneratorPolicy:
+    """`Policy` over a local Qwen2.5-VL / Qwen3-VL model and its processor."""
+
+    def __init__(self, model, processor, config: Optional[GeneratorConfig] = None, family: Optional[str] = None):
+        from webrl.models import model_family
+
+        self.model, self.processor = model, processor
+        self.config = config or GeneratorConfig()
+        self.family = family or model_family(model)
+        self.tokenizer = processor.tokenizer
+        ip = processor.image_processor
+        self.builder = PromptBuilder(self.config.prompt, self.family, self.count_text_tokens,
+                                     factor=ip.patch_size * ip.merge_size)
+        names = STOP_TOKENS if self.config.sampling.stop_at_tool_call else STOP_TOKENS[1:]
+        vocab = self.tokenizer.get_vocab()
+        self.stop_ids = [vocab[t] for t in names if t in vocab]
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_ids[-1]
+
+    def count_text_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # -- encoding (shared with the SFT path) -----------------------------------------------------
+    def encode(self, prompts: Sequence[RenderedPrompt]):
+        """Processor batch (left-padded) for rendered prompts."""
+        images = [im.to_pil() for p in prompts for im in p.images]
+        cfg = self.config.prompt
+        kwargs = dict(text=[p.text for p in prompts], return_tensors="pt", padding=True, padding_side="left")
+        if images:
+            kwargs.update(images=images, size={"shortest_edge": cfg.min_pixels, "longest_edge": cfg.max_pixels})
+        return self.processor(**kwargs)
+
+    def prompt_ids(self, prompt: RenderedPrompt) -> list[int]:
+        """The ids the model reads for one rendered prompt."""
+        return self.encode([prompt])["input_ids"][0].tolist()
+
+    # -- acting ----------------------------------------------------------------------------------
+    def act(self, requests: Sequence[PolicyRequest]) -> list[Decision]:
+        out: list[Decision] = []
+        step = self.config.max_batch_size
+        for start in range(0, len(requests), step):
+            out.extend(self._act_batch(requests[start:start + step]))
+        return out
+
+    def _act_batch(self, requests: Sequence[PolicyRequest]) -> list[Decision]:
+        import torch
+
+        t0 = time.perf_counter()
+        prompts = [self.builder.render(r) for r in requests]
+        batch = self.encode(prompts).to(self.model.device)
+        s = self.config.sampling
+        temperature = 1.0 if s.greedy else s.temperature
+        gen_kwargs = dict(max_new_tokens=s.max_new_tokens, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
+                          return_dict_in_generate=True, output_logits=True, repetition_penalty=1.0,
+                          top_k=None if s.greedy else (s.top_k or 0))
+        if s.greedy:
+            gen_kwargs.update(do_sample=False, temperature=None, top_p=None)
+        else:
+            gen_kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
+        with torch.no_grad():
+            gen = self.model.generate(**batch, **gen_kwargs)
+        P = batch["input_ids"].shape[1]
+        new = gen.sequences[:, P:]  # (B, N)
+        logits = torch.stack(gen.logits, dim=1).float()  # (B, N, V) raw, before warpers
+        logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, N)
+        latency = time.perf_counter() - t0
+        decisions = []
+        for b, (req, prompt) in enumerate(zip(requests, prompts)):
+            ids, finish = self._cut(new[b].tolist())
+            text = self.tokenizer.decode(ids, skip_special_tokens=False)
+            for tok in STOP_TOKENS[1:]:  # <|im_end|> / <|endoftext|> are frame, not content
+                text = text.removesuffix(tok)
+            prompt_ids = batch["input_ids"][b][batch["attention_mask"][b].bool()].tolist()
+            stats = DecisionStats(prompt_tokens=len(prompt_ids), response_tokens=len(ids), latency_s=latency,
+                                  history_turns=len(req.history), history_dropped=prompt.history_dropped,
+                                  images=len(prompt.images), over_budget=prompt.over_budget, finish_reason=finish)
+            decisions.append(Decision(
+                parsed=self.builder.format.parse(text, prompt.geometry), response_text=text,
+                prompt_ids=prompt_ids, response_ids=ids, logprobs=logp[b, :len(ids)].tolist(),
+                images=list(prompt.images), stats=stats))
+        return decisions
+
+    def _cut(self, ids: list[int]) -> tuple[list[int], str]:
+        """Response ids up to and including the first stop token."""
+        for i, t in enumerate(ids):
+            if t in self.stop_ids:
+                return ids[:i + 1], "stop"
+        return ids, "length"

@@ -1,0 +1,151 @@
+"""Typed containers of the policy layer: `Observation`, `PolicyRequest`, `Decision`, the `Policy` protocol.
+
+A request is the current observation plus the episode's past `Turn`s (webrl.types); the policy
+renders the whole prompt fresh from them every step (one training sample per turn, OpenWebRL).
+A decision records exactly what the learner trains on: the prompt ids the model saw, the
+sampled response ids and their log-probs under the sampling temperature.
+
+Screenshot choice: `Observation.from_env(obs, info, screenshot=...)` takes
+"raw" = info["raw_screenshot_png"] (no boxes; right for coordinate formats) or
+"som" = obs["screenshot"] with the Set-of-Mark boxes drawn (right for element ids). The policy's
+config picks "som" for the Set-of-Mark format and "raw" otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, Sequence
+
+from webrl.actions import Action, ParseError
+from webrl.types import Image, Turn
+
+# Keys of `Turn.observation` written by `Decision.to_turn` and read back for SFT.
+RECORD_KEYS = ("url", "title", "elements_text", "feedback", "last_action_error", "tabs", "step")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the policy sees at one step (the env's observation, screenshot as PNG bytes)."""
+
+    goal: str
+    url: str = ""
+    title: str = ""
+    elements_text: str = ""
+    feedback: str = ""
+    last_action_error: str = ""
+    tabs: str = ""
+    step: int = 0
+    screenshot: Optional[Image] = None
+
+    @classmethod
+    def from_env(cls, obs: dict[str, Any], info: Optional[dict[str, Any]] = None,
+                 screenshot: str = "raw") -> "Observation":
+        """From a WebEnv observation dict and info (observation_contract.md)."""
+        if screenshot not in ("raw", "som", "none"):
+            raise ValueError(f"screenshot must be 'raw', 'som' or 'none', got {screenshot!r}")
+        info = info or {}
+        image = None
+        if screenshot == "raw" and info.get("raw_screenshot_png"):
+            image = Image(bytes(info["raw_screenshot_png"]), "png")
+        elif screenshot in ("som", "raw") and obs.get("screenshot") is not None:
+            image = Image.from_array(obs["screenshot"])  # "raw" falls back to the SoM array
+        return cls(goal=str(obs.get("goal", "")), url=str(obs.get("url", "")), title=str(obs.get("title", "")),
+                   elements_text=str(obs.get("elements_text", "")), feedback=str(obs.get("feedback", "")),
+                   last_action_error=str(obs.get("last_action_error", "")), tabs=str(obs.get("tabs", "")),
+                   step=int(obs.get("step", 0)), screenshot=image)
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-able text fields for `Turn.observation` (the screenshot goes to `Turn.images`)."""
+        record = {k: getattr(self, k) for k in RECORD_KEYS}
+        if self.screenshot is not None:
+            record["screenshot_size"] = list(self.screenshot.size)
+        return record
+
+    @classmethod
+    def from_turn(cls, turn: Turn, goal: str) -> "Observation":
+        """Rebuild the observation a turn was decided on (its screenshot = the turn's last image)."""
+        rec = turn.observation
+        has_screenshot = bool(turn.images) and "screenshot_size" in rec
+        return cls(goal=goal, screenshot=turn.images[-1] if has_screenshot else None,
+                   **{k: rec[k] for k in RECORD_KEYS if k in rec})
+
+    @property
+    def feedback_text(self) -> str:
+        """Feedback of the previous action as one text (error appended)."""
+        parts = [p for p in (self.feedback, self.last_action_error and f"Error: {self.last_action_error}") if p]
+        return "\n".join(parts)
+
+
+@dataclass
+class PolicyRequest:
+    """One decision to make: the current observation and the episode's past turns, oldest first."""
+
+    observation: Observation
+    history: Sequence[Turn] = ()
+    request_id: str = ""
+
+
+@dataclass
+class DecisionStats:
+    """Per-decision numbers for logging."""
+
+    prompt_tokens: int = 0
+    """Tokens of the prompt, visual tokens included."""
+    response_tokens: int = 0
+    latency_s: float = 0.0
+    """Wall time of the batch that produced this decision (render + generate + parse)."""
+    history_turns: int = 0
+    """Past turns in the request."""
+    history_dropped: int = 0
+    """Oldest past turns left out to fit the token budget."""
+    images: int = 0
+    """Screenshots in the prompt."""
+    over_budget: bool = False
+    """True when the prompt exceeds the budget even with all history dropped."""
+    finish_reason: str = "stop"
+    """"stop" (stop token), "length" (max_new_tokens reached) or the server's reason."""
+
+
+@dataclass
+class Decision:
+    """A policy's answer to one request.
+
+    parsed: the `Action`, or a `ParseError` value for malformed text.
+    prompt_ids: (P,) ids the model saw (visual placeholders expanded); empty for endpoints.
+    response_ids: (R,) sampled ids, stop token included; empty when the server gives none.
+    logprobs: (R,) log-probs of response_ids under softmax(logits / temperature) (top-p /
+      top-k truncation not applied: the learner recomputes exactly this); [] when unknown.
+    images: the screenshots in the prompt, in prompt order (the current one last).
+    """
+
+    parsed: Action | ParseError
+    response_text: str
+    prompt_ids: list[int] = field(default_factory=list)
+    response_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    images: list[Image] = field(default_factory=list)
+    stats: DecisionStats = field(default_factory=DecisionStats)
+
+    @property
+    def action(self) -> Optional[Action]:
+        return self.parsed if isinstance(self.parsed, Action) else None
+
+    @property
+    def parse_error(self) -> Optional[ParseError]:
+        return self.parsed if isinstance(self.parsed, ParseError) else None
+
+    def to_turn(self, observation: Observation, policy_version: int = -1,
+                decided_by: str = "generator") -> Turn:
+        """The `Turn` to store; `Observation.from_turn` and the SFT path read it back."""
+        return Turn(prompt_ids=list(self.prompt_ids), response_ids=list(self.response_ids),
+                    logprobs=list(self.logprobs) if len(self.logprobs) == len(self.response_ids) else [],
+                    images=list(self.images),
+                    response_text=self.response_text, action=self.action,
+                    parse_error=self.parse_error.message if self.parse_error else None,
+                    policy_version=policy_version, decided_by=decided_by,
+                    timings={"policy_s": self.stats.latency_s}, observation=observation.to_record())
+
+
+class Policy(Protocol):
+    """Anything that turns a batch of requests into decisions (generator, endpoint, wrappers)."""
+
+    def act(self, requests: Sequence[PolicyRequest]) -> list[Decision]: ...

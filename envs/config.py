@@ -1,0 +1,67 @@
+"""`WebEnvConfig`: the env's config, one section per component (browser, observation, safety).
+
+Each section is the component's own dataclass, so a component receives only its section.
+`WebEnvConfig.from_dict` builds one from plain nested dicts (YAML / OmegaConf / Ray
+`env_config`), naming any unknown key.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
+
+from webrl.envs.browser import BrowserConfig
+from webrl.envs.observation import ObservationConfig
+from webrl.envs.safety import SafetyConfig
+
+_SECTIONS = {"browser": BrowserConfig, "observation": ObservationConfig, "safety": SafetyConfig}
+
+
+@dataclass
+class WebEnvConfig:
+    """Settings of one `WebEnv` (and of every slot of an `EnvWorker`)."""
+
+    browser: BrowserConfig = field(default_factory=BrowserConfig)
+    """Chromium executable, viewport, readiness waits."""
+    observation: ObservationConfig = field(default_factory=ObservationConfig)
+    """Set-of-Mark drawing and element limits."""
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    """Time limits, domain policy, dialogs, tabs."""
+    max_steps: int = 0
+    """Truncate episodes after this many steps; 0 = each task's own `spec.max_steps`."""
+
+    def __post_init__(self) -> None:
+        for name, cls in _SECTIONS.items():
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                setattr(self, name, _build(cls, value, f"WebEnvConfig.{name}"))
+            elif not isinstance(value, cls):
+                raise TypeError(f"WebEnvConfig.{name} must be a {cls.__name__} or a dict, got {type(value).__name__}")
+        if not isinstance(self.max_steps, int) or self.max_steps < 0:
+            raise ValueError(f"WebEnvConfig.max_steps must be an int >= 0, got {self.max_steps!r}")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "WebEnvConfig":
+        return _build(cls, values, "WebEnvConfig")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}; allowed: {sorted(names)}")
+    return cls(**dict(values))
+
+
+def as_config(config: Union["WebEnvConfig", Mapping[str, Any], None]) -> WebEnvConfig:
+    """Accept a WebEnvConfig, a nested dict, or None (defaults)."""
+    if config is None:
+        return WebEnvConfig()
+    if isinstance(config, WebEnvConfig):
+        return config
+    if isinstance(config, Mapping):
+        return WebEnvConfig.from_dict(config)
+    raise TypeError(f"config must be a WebEnvConfig or a dict, got {type(config).__name__}")

@@ -1,0 +1,222 @@
+"""Safety guards for one episode: domain allowlist, dialogs, downloads, popups, time limits.
+
+Everything here is installed per `BrowserContext` (= per episode) and reports through
+`EpisodeEvents.notes`, which the env turns into the text feedback of the step.
+
+- Domain allowlist, enforced at the request level with `context.route`: requests to hosts
+  outside the task's allowed domains are aborted (`blockedbyclient`). `goto` and new-tab URLs are
+  checked before navigating; only http(s) (and about:blank) top-level URLs are allowed, so
+  file://, chrome://, data: and javascript: navigations are refused. Chromium itself refuses
+  renderer-initiated top-level navigations to file:// and data: from web pages.
+- Dialogs (alert / confirm / prompt / beforeunload) are accepted (or dismissed, by config) and
+  reported. Past `max_dialogs_per_step` in one step (an alert loop) they are left open, which
+  stalls the page; the env then closes the tab as unresponsive.
+- Downloads are refused (`accept_downloads=False`) and reported.
+- Popup floods: Chromium's popup blocker stays on (see browser.py), and a tab opened past
+  `max_tabs` is closed at once.
+- Time: every Playwright call of a step gets `Deadline.timeout_ms(...)`, so a step ends within
+  `step_timeout_s` plus the time to close a stuck tab; episodes end after `episode_timeout_s`
+  of env time (time spent inside reset/step, not the policy's thinking time, so a slow
+  inference queue does not truncate episodes).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+from urllib.parse import urlsplit
+
+from webrl.envs.browser import EpisodeEvents
+
+DIALOG_POLICIES = ("accept", "dismiss")
+SUBRESOURCE_POLICIES = ("allowlist", "any")
+
+
+@dataclass
+class SafetyConfig:
+    """Limits and guards applied to every episode."""
+
+    step_timeout_s: float = 20.0
+    """Hard limit for one step (action + readiness + observation)."""
+    episode_timeout_s: float = 600.0
+    """Env time (inside reset/step) after which the episode is truncated."""
+    action_timeout_s: float = 3.0
+    """Cap for one element action to find its target and act (Playwright actionability)."""
+    max_tabs: int = 8
+    """Tabs an episode may have open; tabs opened past this are closed at once."""
+    max_dialogs_per_step: int = 5
+    """Dialogs handled in one step; more means an alert loop and the tab is closed."""
+    dialog_policy: str = "accept"
+    """"accept" (prompt: its default text) or "dismiss" every dialog."""
+    subresource_policy: str = "allowlist"
+    """"allowlist": every request must target an allowed domain; "any": only navigations
+    (documents) are checked, images/scripts/XHR may come from any host (live-web CDNs)."""
+
+    def __post_init__(self) -> None:
+        for name in ("step_timeout_s", "episode_timeout_s", "action_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SafetyConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.max_tabs < 1:
+            raise ValueError(f"SafetyConfig.max_tabs must be >= 1, got {self.max_tabs!r}")
+        if self.max_dialogs_per_step < 0:
+            raise ValueError(f"SafetyConfig.max_dialogs_per_step must be >= 0, got {self.max_dialogs_per_step!r}")
+        if self.dialog_policy not in DIALOG_POLICIES:
+            raise ValueError(f"SafetyConfig.dialog_policy must be one of {DIALOG_POLICIES}, got {self.dialog_policy!r}")
+        if self.subresource_policy not in SUBRESOURCE_POLICIES:
+            raise ValueError(f"SafetyConfig.subresource_policy must be one of {SUBRESOURCE_POLICIES}, "
+                             f"got {self.subresource_policy!r}")
+
+
+class StepTimeLimit(RuntimeError):
+    """The per-step time limit ran out."""
+
+
+class Deadline:
+    """A monotonic deadline; hands out Playwright timeouts that never overrun it."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return self.end - time.monotonic()
+
+    def timeout_s(self, cap_s: Optional[float] = None) -> float:
+        """min(cap, remaining) seconds; raises StepTimeLimit once nothing remains."""
+        left = self.remaining()
+        if left <= 0.05:
+            raise StepTimeLimit(f"the step ran past its {self.seconds:g} s limit")
+        return left if cap_s is None else min(cap_s, left)
+
+    def timeout_ms(self, cap_s: Optional[float] = None) -> float:
+        return self.timeout_s(cap_s) * 1000
+
+
+class DomainAllowlist:
+    """Which hosts an episode may reach.
+
+    Entries: "*" (any host), "host:port" (exactly that netloc), "host" (that host on any port,
+    and its subdomains), "*.example.com" (example.com and its subdomains).
+    """
+
+    def __init__(self, entries: Sequence[str]):
+        self.entries = tuple(e.strip().lower() for e in entries if e.strip())
+
+    def allows_host(self, netloc: str) -> bool:
+        netloc = netloc.lower().rsplit("@", 1)[-1]
+        host = urlsplit(f"//{netloc}").hostname or ""
+        for entry in self.entries:
+            if entry in ("*", netloc):
+                return True
+            base = entry[2:] if entry.startswith("*.") else entry
+            if ":" not in base and (host == base or host.endswith("." + base)):
+                return True
+        return False
+
+    def check_navigation(self, url: str) -> Optional[str]:
+        """None if a top-level navigation to `url` is allowed, else the reason it is not."""
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return f"{url!r} is not a valid URL"
+        if url == "about:blank":
+            return None
+        if parts.scheme not in ("http", "https"):
+            return f"{parts.scheme or 'scheme-less'}: URLs are not allowed (only http and https)"
+        if not parts.netloc:
+            return f"{url!r} has no host"
+        if not self.allows_host(parts.netloc):
+            return f"host {parts.netloc} is outside the allowed domains ({', '.join(self.entries) or 'none'})"
+        return None
+
+
+def install_guards(context: Any, allowlist: DomainAllowlist, events: EpisodeEvents,
+                   config: SafetyConfig) -> None:
+    """Route filter, popup cap, dialog/download/crash handlers on `context` and its pages."""
+
+    def on_route(route: Any) -> None:
+        request = route.request
+        url = request.url
+        scheme = url.split(":", 1)[0].lower()
+        if scheme not in ("http", "https"):
+            route.continue_()
+            return
+        netloc = urlsplit(url).netloc
+        is_document = request.is_navigation_request()
+        if allowlist.allows_host(netloc) or (config.subresource_policy == "any" and not is_document):
+            route.continue_()
+            return
+        kind = "navigation" if is_document else f"{request.resource_type} request"
+        events.notes.append(f"Blocked {kind} to {netloc}: outside the allowed domains")
+        route.abort("blockedbyclient")
+
+    def on_page(page: Any) -> None:
+        attach_page_handlers(page, events, config)
+        if len(context.pages) > config.max_tabs:
+            events.notes.append(f"Closed a tab opened by the page ({page.url}): limit of "
+                                f"{config.max_tabs} tabs reached")
+            try:
+                page.close(run_before_unload=False)
+            except Exception:  # it may already be gone
+                pass
+            return
+        events.new_pages.append(page)
+
+    context.route("**/*", on_route)
+    context.on("page", on_page)
+
+
+def attach_page_handlers(page: Any, events: EpisodeEvents, config: SafetyConfig) -> None:
+    """Dialog, download and crash handlers for one tab."""
+
+    def on_dialog(dialog: Any) -> None:
+        events.dialogs_this_step += 1
+        if events.dialogs_this_step > config.max_dialogs_per_step:
+            if events.dialogs_this_step == config.max_dialogs_per_step + 1:
+                events.notes.append(f"Dialog flood: more than {config.max_dialogs_per_step} "
+                                    "dialogs in one step; the tab is left blocked")
+                events.flooded_pages.append(page)
+            return  # left open: the page stalls until the env closes the tab
+        message = " ".join(dialog.message.split())[:200]
+        try:
+            if config.dialog_policy == "accept":
+                dialog.accept(dialog.default_value) if dialog.type == "prompt" else dialog.accept()
+                verdict = "accepted"
+            else:
+                dialog.dismiss()
+                verdict = "dismissed"
+        except Exception:  # the page went away meanwhile
+            verdict = "closed"
+        events.notes.append(f"Dialog {dialog.type} {message!r} {verdict}")
+
+    def on_download(download: Any) -> None:
+        events.notes.append(f"Download refused: {download.suggested_filename} ({download.url[:200]})")
+
+    def on_crash(_page: Any) -> None:
+        events.crashed = True
+
+    page.on("dialog", on_dialog)
+    page.on("download", on_download)
+    page.on("crash", on_crash)
+
+
+def close_page_quietly(page: Any) -> bool:
+    """Close a (possibly stuck) tab without running unload handlers; False if that failed."""
+    try:
+        page.close(run_before_unload=False)
+        return True
+    except Exception:
+        return False
+
+
+def guard_tab_urls(pages: Sequence[Any], allowlist: DomainAllowlist,
+                   note: Callable[[str], None]) -> None:
+    """Send any tab that ended up on a disallowed top-level URL back to about:blank."""
+    for index, page in enumerate(pages):
+        reason = allowlist.check_navigation(page.url) if page.url else None
+        if reason and not page.url.startswith("chrome-error://"):
+            note(f"Tab {index} was on a disallowed URL ({reason}); it was reset to about:blank")
+            try:
+                page.goto("about:blank", timeout=2000)
+            except Exception:
+                close_page_quietly(page)

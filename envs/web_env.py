@@ -1,0 +1,401 @@
+"""`WebEnv`: a generic live-browser shell around a `Task`, as a Gymnasium environment.
+
+Departures from the OpenWebRL recipe and why:
+- Actions are element ids (Set-of-Mark) or screenshot points, both in one typed `Action`;
+  OpenWebRL's agent clicks points only. Points stay available (`click_at`).
+- Env feedback text ("Clicked <button> 'Search'; page navigated to ...") is built from what
+  the browser reported, like the recipe; in addition a failed action is reported separately
+  in `last_action_error` and never ends the episode.
+- Infrastructure failures (browser crash, page stuck in a script, step or episode over its time
+  limit) end the episode as truncated with `info["infra_error"]`; OpenWebRL likewise removes
+  such samples instead of scoring them 0.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Union
+
+import gymnasium
+import numpy as np
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from webrl.actions import Action, ActionError, ParseError, parse_compact
+from webrl.envs.browser import BrowserSession, EpisodeEvents, InfraError, is_responsive, wait_until_ready
+from webrl.envs.config import WebEnvConfig, as_config
+from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, Tabs, execute_action
+from webrl.envs.observation import (AnyText, blank_observation, build_observation, collect_elements,
+                                    observation_space, tabs_text)
+from webrl.envs.safety import (Deadline, DomainAllowlist, StepTimeLimit, attach_page_handlers,
+                               close_page_quietly, guard_tab_urls, install_guards)
+from webrl.envs.task import BaseTask, Task, TaskSource, TaskSpec
+
+MAX_ACTION_CHARS = 4096
+
+
+class LiveWebTask(BaseTask):
+    """A goal on a live site: the agent starts at `start_url`; only a judge can score it (None)."""
+
+    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
+        return None
+
+
+@dataclass
+class FixedTaskSource:
+    """A `TaskSource` that always hands out the same task (picklable)."""
+
+    task: Any
+
+    def sample(self, rng: Any) -> Any:
+        return self.task
+
+
+@dataclass
+class _Episode:
+    task: Any
+    context: Any
+    tabs: Tabs
+    events: EpisodeEvents
+    allowlist: DomainAllowlist
+    generation: int
+    max_steps: int
+    steps: int = 0
+    env_time_s: float = 0.0
+    elements: list = field(default_factory=list)
+    screenshot_size: tuple = (0, 0)
+    done: bool = False
+
+
+class WebEnv(gymnasium.Env):
+    """A website as a Gymnasium environment: a Chromium tab set plus a `Task`.
+
+    ## Action space
+    `AnyText`: a string in the compact grammar (`click(12)`, `type(5, "blue mug")`,
+    `click_at(340, 220)`, `scroll("down")`, `answer("42")`, ... see `webrl.actions`), or a typed
+    `Action` directly. Unparsable or impossible actions set `last_action_error`; the episode goes on.
+
+    ## Observation space
+    `Dict` with "screenshot" (H, W, 3) uint8 with numbered Set-of-Mark boxes (H, W = viewport),
+    "url", "title", "goal", "elements_text" (`[12] button "Add to cart"` per line), "feedback"
+    (what the last action did), "last_action_error" ("" if none), "tabs" (one line per tab, the
+    current one marked), "step" (steps taken). `info` carries "elements" (dicts with id, tag,
+    role, name, bbox, ...), "raw_screenshot_png", "task_id", "reward_details", "action".
+
+    ## Reward
+    0 on every step but the last; on `answer`/`stop` or when the task's page says it is done,
+    `task.reward(page, answer)` in [0, 1]. If the task needs a judge (reward None, e.g.
+    `webrl/LiveWeb-v0`) the env reward is 0 and `info["needs_judge"]` is True.
+
+    ## Episode end
+    Terminated: `answer(...)`, `stop()`, or `task.done(page)` (tasks that have it). Truncated:
+    `max_steps` reached ("max_steps"), or an infrastructure failure ("infra_error" with
+    `info["infra_error"]` = reason: browser crash, page stuck, step/episode time limit).
+    `info["truncation_reason"]` says which.
+
+    ## Arguments
+    `config` (WebEnvConfig or dict), `tasks` (a TaskSource drawn from at reset), `session` (a
+    shared BrowserSession; the env launches its own if None), `render_mode` ("rgb_array").
+    `reset(seed, options={"task": task})` runs a given Task (or TaskSpec: a live-web task).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
+
+    def __init__(self, config: Union[WebEnvConfig, Mapping[str, Any], None] = None,
+                 tasks: Optional[TaskSource] = None, session: Optional[BrowserSession] = None,
+                 render_mode: Optional[str] = None):
+        self.config = as_config(config)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.render_mode = render_mode
+        self.tasks = tasks
+        self._owns_session = session is None
+        self.session = session or BrowserSession(self.config.browser)
+        width, height = self.session.viewport
+        self.observation_space = observation_space(height, width)
+        self.action_space = AnyText(max_length=MAX_ACTION_CHARS)
+        self._episode: Optional[_Episode] = None
+        self._last_obs: Optional[dict[str, Any]] = None
+        self.last_timings: dict[str, float] = {}  # seconds; outside `info` to keep it deterministic
+
+    # -- Gymnasium API --------------------------------------------------------------------------
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None):
+        super().reset(seed=seed)
+        started = time.perf_counter()
+        task = self._pick_task(options or {})
+        for attempt in range(2):  # one relaunch if the browser is dead or dies during reset
+            try:
+                obs, info = self._start_episode(task)
+                break
+            except (PlaywrightError, InfraError, PageUnresponsive, StepTimeLimit) as error:
+                self._close_episode()
+                if attempt == 1:
+                    raise InfraError(f"reset failed twice: {type(error).__name__}: {error}") from error
+                if not self.session.is_alive():  # a shared browser is relaunched only when dead
+                    self.session.relaunch()
+        self._episode.env_time_s = time.perf_counter() - started
+        self.last_timings = {"reset_s": self._episode.env_time_s}
+        return obs, info
+
+    def step(self, action: Union[Action, str]):
+        episode = self._episode
+        if episode is None or episode.done:
+            raise RuntimeError("WebEnv.step called without an active episode: call reset() first")
+        started = time.perf_counter()
+        episode.steps += 1
+        parsed = _parse(action)
+        deadline = Deadline(self.config.safety.step_timeout_s)
+        try:
+            obs, info, terminated, reward = self._act_and_observe(episode, parsed, deadline)
+        except (PageUnresponsive, StepTimeLimit, PlaywrightError, InfraError) as error:
+            return self._end_with_infra_error(episode, parsed, error, started)
+        episode.env_time_s += time.perf_counter() - started
+        truncated = False
+        if not terminated and episode.steps >= episode.max_steps:
+            truncated, info["truncation_reason"] = True, "max_steps"
+        elif not terminated and episode.env_time_s > self.config.safety.episode_timeout_s:
+            truncated, info["truncation_reason"] = True, "infra_error"
+            info["infra_error"] = (f"episode_time_limit: {episode.env_time_s:.1f} s of env time "
+                                   f"> {self.config.safety.episode_timeout_s:g} s")
+        if terminated or truncated:
+            self._close_episode()
+        self.last_timings = {"step_s": time.perf_counter() - started}
+        return obs, float(reward), terminated, truncated, info
+
+    def render(self) -> Optional[np.ndarray]:
+        if self.render_mode == "rgb_array" and self._last_obs is not None:
+            return self._last_obs["screenshot"]
+        return None
+
+    def close(self) -> None:
+        self._close_episode()
+        if self._owns_session:
+            self.session.close()
+        super().close()
+
+    @property
+    def page(self) -> Any:
+        """The active Playwright page of the running episode (tests, task code)."""
+        return None if self._episode is None else self._episode.tabs.page
+
+    @property
+    def task(self) -> Optional[Task]:
+        return None if self._episode is None else self._episode.task
+
+    # -- episodes ---------------------------------------------------------------------------------
+    def _pick_task(self, options: dict[str, Any]) -> Task:
+        task = options.get("task")
+        if isinstance(task, TaskSpec):
+            return LiveWebTask(task)
+        if task is not None:
+            if not isinstance(task, Task):
+                raise TypeError(f"options['task'] must implement the Task protocol, got {type(task).__name__}")
+            return task
+        if self.tasks is None:
+            raise ValueError("WebEnv.reset needs options={'task': task} or a `tasks` source")
+        return self.tasks.sample(self.np_random)
+
+    def _start_episode(self, task: Task):
+        self._close_episode()
+        allowlist = DomainAllowlist(task.spec.allowed_domains)
+        reason = allowlist.check_navigation(task.spec.start_url)
+        if reason:
+            raise ValueError(f"task {task.spec.id}: start_url {task.spec.start_url} is not allowed: {reason}")
+        self.session.ensure_alive()
+        context = self.session.new_context()
+        events = EpisodeEvents()
+        episode = _Episode(task=task, context=context, tabs=Tabs(context), events=events,
+                           allowlist=allowlist, generation=self.session.generation,
+                           max_steps=self.config.max_steps or task.spec.max_steps)
+        self._episode = episode
+        install_guards(context, allowlist, events, self.config.safety)
+        deadline = Deadline(self.config.safety.step_timeout_s + self.config.browser.load_timeout_s)
+        page = context.new_page()
+        episode.tabs.add(page)
+        events.new_pages.clear()  # the first tab is not news
+        page.goto(task.spec.start_url, wait_until="domcontentloaded",
+                  timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
+        task.setup(page)
+        notes = self._settle(episode, deadline, before=(page, page.url))
+        feedback = "; ".join([f"Opened {task.spec.start_url}"] + notes)
+        return self._observe(episode, deadline, feedback=feedback, error="")
+
+    def _act_and_observe(self, episode: _Episode, parsed: Union[Action, ParseError], deadline: Deadline):
+        error, description = "", ""
+        before = (episode.tabs.page, episode.tabs.page.url)
+        episode.events.drain()
+        episode.events.dialogs_this_step = 0
+        if isinstance(parsed, ParseError):
+            error = f"could not parse the action: {parsed.message}"
+        else:
+            try:
+                description = execute_action(parsed, self._action_context(episode, deadline))
+            except ActionFailed as failure:
+                error = str(failure)
+        notes = self._settle(episode, deadline, before, description)
+        feedback = "; ".join([description] * bool(description) + notes)
+        terminated, reward = False, 0.0
+        task = episode.task
+        answer = parsed.text if isinstance(parsed, Action) and parsed.kind == "answer" else None
+        if isinstance(parsed, Action) and parsed.is_terminal:
+            terminated = True
+        elif hasattr(task, "done") and task.done(episode.tabs.page):
+            terminated = True
+        task_reward = task.reward(episode.tabs.page, answer) if terminated else None
+        obs, info = self._observe(episode, deadline, feedback, error)
+        info["action"] = parsed if isinstance(parsed, Action) else None
+        if terminated:
+            info["needs_judge"] = task_reward is None
+            info["answer"] = answer
+            reward = 0.0 if task_reward is None else float(task_reward)
+            info["reward_details"] = dict(getattr(task, "reward_details", {}) or {})
+        return obs, info, terminated, reward
+
+    def _action_context(self, episode: _Episode, deadline: Deadline) -> ActionContext:
+        return ActionContext(
+            tabs=episode.tabs, elements=episode.elements, screenshot_size=episode.screenshot_size,
+            viewport=self.session.viewport, deadline=deadline, browser=self.config.browser,
+            safety=self.config.safety, allowlist=episode.allowlist,
+            on_new_page=lambda page: episode.events.new_pages.remove(page)
+            if page in episode.events.new_pages else None)
+
+    def _settle(self, episode: _Episode, deadline: Deadline, before: tuple[Any, str],
+                description: str = "") -> list[str]:
+        """Follow new tabs, drop closed ones, close flooded ones, wait for readiness; notes."""
+        events, tabs = episode.events, episode.tabs
+        for page in events.flooded_pages:
+            if page is tabs.page:
+                raise PageUnresponsive("the page opened dialogs in a loop")
+            close_page_quietly(page)
+        events.flooded_pages.clear()
+        notes, new_pages = events.drain()
+        notes += tabs.prune()
+        opened = self._follow_new_tabs(episode, new_pages, notes)
+        ready = self._wait_ready(episode, deadline)
+        if ready is not None and ready["popup"] and not opened:
+            try:  # a link with target=_blank or window.open: its tab arrives a little later
+                episode.context.wait_for_event("page", timeout=deadline.timeout_ms(self.config.browser.popup_wait_s))
+            except PlaywrightTimeout:
+                pass
+            more_notes, more_pages = events.drain()
+            notes += more_notes
+            if self._follow_new_tabs(episode, more_pages, notes):
+                opened = True
+                self._wait_ready(episode, deadline)
+        guard_tab_urls(tabs.pages, episode.allowlist, notes.append)
+        if tabs.page is before[0] and tabs.page.url != before[1] and tabs.page.url not in description:
+            notes.append(f"Page navigated to {tabs.page.url}")
+        final_notes, _ = events.drain()  # dialogs / blocks that happened while waiting
+        return notes + final_notes
+
+    @staticmethod
+    def _follow_new_tabs(episode: _Episode, pages: list, notes: list[str]) -> bool:
+        """Add tabs the page opened and make the newest one active; True if there was one."""
+        opened = False
+        for page in pages:
+            if not page.is_closed():
+                index = episode.tabs.add(page, follow=True)
+                notes.append(f"New tab opened (tab {index}): {page.url}")
+                opened = True
+        if not episode.tabs.pages:
+            raise PageUnresponsive("every tab of the episode was closed")
+        return opened
+
+    def _wait_ready(self, episode: _Episode, deadline: Deadline) -> Optional[dict]:
+        page = episode.tabs.page
+        ready = wait_until_ready(page, self.config.browser,
+                                 deadline.timeout_s(self.config.browser.ready_timeout_s),
+                                 token=episode.steps)
+        if ready is None and not is_responsive(page, min(1.0, max(deadline.remaining(), 0.1))):
+            raise PageUnresponsive("the page stopped responding (a script may be looping)")
+        return ready
+
+    def _observe(self, episode: _Episode, deadline: Deadline, feedback: str, error: str):
+        page = episode.tabs.page
+        try:
+            collected = collect_elements(page, self.config.observation, deadline.timeout_s())
+            png = page.screenshot(type="png", scale="css", timeout=deadline.timeout_ms())
+        except PlaywrightTimeout as timeout:
+            raise PageUnresponsive("the page did not answer while being observed") from timeout
+        episode.elements = collected["elements"]
+        episode.tabs.titles[id(page)] = collected["title"]
+        titles_urls = [(episode.tabs.titles.get(id(p), ""), p.url) for p in episode.tabs.pages]
+        obs = build_observation(
+            screenshot_png=png, elements=episode.elements, truncated=collected["truncated"],
+            url=page.url, title=collected["title"], goal=episode.task.spec.goal,
+            tabs=tabs_text(titles_urls, episode.tabs.active), step=episode.steps,
+            feedback=feedback, error=error, config=self.config.observation)
+        episode.screenshot_size = (obs["screenshot"].shape[1], obs["screenshot"].shape[0])
+        self._last_obs = obs
+        info = {"elements": episode.elements, "raw_screenshot_png": png,
+                "task_id": episode.task.spec.id, "reward_details": {}, "action": None}
+        return obs, info
+
+    def _end_with_infra_error(self, episode: _Episode, parsed: Any, error: Exception, started: float):
+        reason = self._classify(episode, error)
+        self._close_episode()
+        width, height = self.session.viewport
+        obs = blank_observation(height, width, episode.task.spec.goal, episode.steps,
+                                feedback="The episode ended because of an infrastructure error",
+                                error=reason)
+        self._last_obs = obs
+        info = {"elements": [], "raw_screenshot_png": b"", "task_id": episode.task.spec.id,
+                "reward_details": {}, "action": parsed if isinstance(parsed, Action) else None,
+                "infra_error": reason, "truncation_reason": "infra_error"}
+        self.last_timings = {"step_s": time.perf_counter() - started}
+        return obs, 0.0, False, True, info
+
+    def _classify(self, episode: _Episode, error: Exception) -> str:
+        """A reason string; relaunches the browser if it died."""
+        message = " ".join(str(error).split())[:300]
+        if not self.session.is_alive():
+            self.session.relaunch()
+            return f"browser_crashed: {message}"
+        if self.session.generation != episode.generation:
+            return f"browser_relaunched: this episode's browser was replaced ({message})"
+        if episode.events.crashed or "crash" in message.lower():
+            return f"page_crashed: {message}"
+        if isinstance(error, StepTimeLimit):
+            return f"step_time_limit: {message}"
+        if isinstance(error, PageUnresponsive):
+            return f"page_unresponsive: {message}"
+        return f"browser_error: {type(error).__name__}: {message}"
+
+    def _close_episode(self) -> None:
+        episode, self._episode = self._episode, None
+        if episode is None:
+            return
+        episode.done = True
+        try:
+            episode.task.teardown(episode.tabs.page if episode.tabs.pages else None)
+        except Exception:  # teardown must not keep a dead context alive
+            pass
+        try:
+            episode.context.close()
+        except Exception:  # browser already gone
+            pass
+
+
+def _parse(action: Any) -> Union[Action, ParseError]:
+    if isinstance(action, Action):
+        return action
+    if isinstance(action, str):
+        if len(action) > MAX_ACTION_CHARS:
+            return ParseError(f"the action is longer than {MAX_ACTION_CHARS} characters")
+        return parse_compact(action)
+    if isinstance(action, Mapping):
+        try:
+            return Action.from_dict(dict(action))
+        except (ActionError, TypeError) as error:
+            return ParseError(f"invalid action dict: {error}")
+    return ParseError(f"expected an Action or a compact-grammar string, got {type(action).__name__}")
+
+
+def make_live_web_env(goal: str, start_url: str, allowed_domains: tuple[str, ...] = (),
+                      max_steps: int = 15, task_id: str = "liveweb", config: Any = None,
+                      session: Optional[BrowserSession] = None, render_mode: Optional[str] = None) -> WebEnv:
+    """Entry point of `webrl/LiveWeb-v0`: one live-web goal starting at `start_url`."""
+    spec = TaskSpec(id=task_id, goal=goal, start_url=start_url, allowed_domains=tuple(allowed_domains),
+                    max_steps=max_steps, site="liveweb")
+    return WebEnv(config=config, tasks=FixedTaskSource(LiveWebTask(spec)), session=session,
+                  render_mode=render_mode)

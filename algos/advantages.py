@@ -1,14 +1,16 @@
 """Advantage estimators for multi-turn web episodes.
 
 Notation: N trajectories (or turn samples where said), G trajectories per group (one task, one
-rollout), B turn samples, T tokens. `group_index` (N,) and `trajectory_index` (B,) hold ids that
-need not be 0..K-1 (any integers; rows of one group share the id).
+rollout), B turn samples, T tokens. `group_index` (N,) holds group ids that need not be 0..K-1
+(rows of one group share the id); `trajectory_index` (B,) holds each turn sample's trajectory id
+(row of the per-trajectory tensors for `broadcast_to_turns`; any ids for the GAE helpers).
 
 Outcome estimators share one signature, `(rewards (N,), group_index (N,), *, eps) -> (N,)`, and
 are dispatched by name from ADVANTAGE_ESTIMATORS:
 
 - "grpo":   A_i = (r_i - mean_g) / (std_g + eps), std with Bessel's correction (G - 1).
-- "drgrpo": A_i = r_i - mean_g (Dr. GRPO: no std division, which over-weights easy/hard groups).
+- "drgrpo": A_i = r_i - mean_g (Dr. GRPO: dividing by the std over-weights groups that nearly
+            all succeed or all fail, so it is left out).
 - "rloo":   A_i = r_i - mean of the other G - 1 rewards = G / (G - 1) * (r_i - mean_g).
 
 The trajectory advantage is then broadcast to every turn sample of the trajectory
@@ -26,7 +28,9 @@ Departures and choices where the papers are silent:
   fails (low p), a failure says little about what would have worked and may be a valid action the
   checker did not recognise (partial verifiability), so its push-down is damped; when most of the
   group succeeds, a failure is a clear deviation and keeps (almost) full weight. "sqrt" damps
-  less at mid p; "none" is s = 1. Positive advantages are never scaled.
+  less at mid p; "none" is s = 1. Positive advantages are never scaled. `GroupAdvantageConfig`
+  leaves it off (negative_scale="none") because the OpenWebRL recipe does not use it; set
+  negative_scale="linear" for GUI-Libra-style RL.
 - Turn-level GAE treats each turn (one agent step) as one time step; the last turn of every
   trajectory is terminal (next value 0). A horizon cut-off is scored by the reward function like
   any ending, so it is not bootstrapped.

@@ -271,3 +271,9 @@ def test_extreme_log_prob_ratios_finite(name):
     loss, metrics = OBJECTIVES[name](outputs, batch, config, extras=extras)
     assert math.isfinite(float(loss.detach())) and all(math.isfinite(v) for v in metrics.values())
     assert all(torch.isfinite(g).all() for g in _grads(loss, outputs))
+
+
+def test_empty_rollout_gives_empty_advantages_and_zero_metrics():
+    res = group_advantages(torch.zeros(0), torch.zeros(0, dtype=torch.long), GRPOConfig())
+    assert res.advantages.numel() == 0 and res.keep.numel() == 0
+    assert res.metrics["filtered_groups"] == 0 and all(math.isfinite(v) for v in res.metrics.values())

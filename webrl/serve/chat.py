@@ -1,0 +1,175 @@
+"""Chat messages and a local Qwen-VL chat engine (transformers `generate`).
+
+    ChatMessage("user", ("What is on the page?", image))     text and `webrl.types.Image` parts
+    engine = LocalChatEngine.from_pretrained(path)
+    prompt = engine.prepare(messages)                         # token count known before generating
+    completion = engine.generate(prompt, SamplingParams(max_tokens=64, temperature=0.0))
+
+The same engine backs `webrl serve` (over HTTP) and the in-process judge backend, so a judge
+gives the same reply whether it runs in-process or behind the server.
+
+Departures from an OpenAI server: one sequence per call (no batching across requests; calls
+are serialised by a lock, so a busy server queues), `seed` reseeds torch's global generator
+inside that lock, images use the checkpoint processor's own pixel limits.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, Sequence, Union
+
+from webrl.types import Image
+
+ROLES = ("system", "user", "assistant")
+Part = Union[str, Image]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One chat message: `role` in ROLES, `content` a sequence of text and image parts."""
+
+    role: str
+    content: tuple[Part, ...]
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"ChatMessage.role must be one of {ROLES}, got {self.role!r}")
+        content = (self.content,) if isinstance(self.content, (str, Image)) else tuple(self.content)
+        for part in content:
+            if not isinstance(part, (str, Image)):
+                raise ValueError(f"ChatMessage parts must be str or Image, got {type(part).__name__}")
+        object.__setattr__(self, "content", content)
+
+    @property
+    def images(self) -> list[Image]:
+        return [p for p in self.content if isinstance(p, Image)]
+
+
+@dataclass
+class SamplingParams:
+    """Decoding settings of one call (OpenAI names)."""
+
+    max_tokens: int = 256
+    """Most new tokens to generate."""
+    temperature: float = 0.0
+    """0 = greedy; > 0 samples."""
+    top_p: float = 1.0
+    """Nucleus sampling mass in (0, 1]."""
+    top_k: int = 0
+    """Top-k sampling; 0 = off."""
+    seed: Optional[int] = None
+    """Reseed torch before sampling (reproducible replies), None = leave the generator alone."""
+    stop: list[str] = field(default_factory=list)
+    """Strings that end the reply; the reply is cut before the first one."""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"SamplingParams.max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"SamplingParams.temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"SamplingParams.top_k must be >= 0, got {self.top_k}")
+
+
+@dataclass
+class Completion:
+    """A reply with its token usage; finish_reason "stop" (EOS or stop string) or "length"."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str = "stop"
+
+
+@dataclass
+class PreparedPrompt:
+    """Processor outputs of one prompt; `num_tokens` is the prompt length in tokens."""
+
+    inputs: Any
+    num_tokens: int
+
+
+class ChatEngine(Protocol):
+    """What `webrl serve` needs from a model: a name, prompt preparation, generation."""
+
+    model_name: str
+
+    def prepare(self, messages: Sequence[ChatMessage]) -> PreparedPrompt: ...
+
+    def generate(self, prompt: PreparedPrompt, sampling: SamplingParams) -> Completion: ...
+
+
+def to_processor_messages(messages: Sequence[ChatMessage]) -> tuple[list[dict], list[Image]]:
+    """Qwen chat-template messages (`{"type": "image"}` placeholders) and the images in order."""
+    out, images = [], []
+    for m in messages:
+        parts = []
+        for p in m.content:
+            if isinstance(p, Image):
+                parts.append({"type": "image"})
+                images.append(p)
+            else:
+                parts.append({"type": "text", "text": p})
+        out.append({"role": m.role, "content": parts})
+    return out, images
+
+
+def _cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    cuts = [text.index(s) for s in stop if s and s in text]
+    return (text[:min(cuts)], True) if cuts else (text, False)
+
+
+class LocalChatEngine:
+    """A Qwen2.5-VL / Qwen3-VL model and processor behind `prepare` / `generate`."""
+
+    def __init__(self, model: Any, processor: Any, model_name: str = "local"):
+        self.model, self.processor, self.model_name = model, processor, model_name
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pretrained(cls, path: str, model_name: str = "", dtype: str = "float32",
+                        device: Optional[str] = None) -> "LocalChatEngine":
+        import os
+
+        from webrl.models import load_model
+
+        model, processor = load_model(path, dtype=dtype, device=device)
+        return cls(model, processor, model_name or os.path.basename(os.path.normpath(path)))
+
+    def prepare(self, messages: Sequence[ChatMessage]) -> PreparedPrompt:
+        chat, images = to_processor_messages(messages)
+        text = self.processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        pil = [img.to_pil() for img in images] or None
+        inputs = self.processor(text=[text], images=pil, return_tensors="pt")
+        return PreparedPrompt(inputs, int(inputs["input_ids"].shape[1]))
+
+    def generate(self, prompt: PreparedPrompt, sampling: SamplingParams) -> Completion:
+        import torch
+
+        inputs = prompt.inputs.to(self.model.device)
+        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens}
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+                          top_k=sampling.top_k or None)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        tokenizer = self.processor.tokenizer
+        if sampling.stop:
+            kwargs.update(stop_strings=list(sampling.stop), tokenizer=tokenizer)
+        with self._lock, torch.no_grad():
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            out = self.model.generate(**inputs, **kwargs)
+        new = out[0, prompt.num_tokens:]  # (R,)
+        ids = new.tolist()
+        eos = self.model.generation_config.eos_token_id
+        eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+        ended = bool(ids) and ids[-1] in eos
+        text, stopped = _cut_at_stop(tokenizer.decode(ids, skip_special_tokens=True), sampling.stop)
+        finish = "stop" if (ended or stopped or len(ids) < sampling.max_tokens) else "length"
+        return Completion(text, prompt.num_tokens, len(ids), finish)
+
+    def chat(self, messages: Sequence[ChatMessage], sampling: Optional[SamplingParams] = None) -> Completion:
+        return self.generate(self.prepare(messages), sampling or SamplingParams())

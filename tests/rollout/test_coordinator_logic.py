@@ -1,0 +1,174 @@
+"""Coordinator and batcher logic with in-process stand-ins that follow the real signatures.
+
+The stand-ins (an async counter env and a scripted engine) let these tests pin down grouping,
+retries, drops, version stamping and batching exactly; tests/rollout/test_rollout_ray.py runs
+the same code over real Ray actors, Chromium and the tiny model.
+"""
+import asyncio
+
+import pytest
+
+from webrl.actions import Action
+from webrl.envs.task import BaseTask, TaskSpec
+from webrl.policy.types import Decision
+from webrl.rollout import DynamicBatcher, InferenceConfig, InferenceWorker, RolloutConfig, RolloutCoordinator
+
+
+class CountEnv:
+    """Episode ends with reward 1 when the agent stops after exactly `target` clicks."""
+
+    def __init__(self, target=2, crash_on_reset=0, delay=0.0):
+        self.target, self.crash_on_reset, self.delay = target, crash_on_reset, delay
+        self.clicks, self.resets = {}, 0
+
+    def _obs(self, slot, step):
+        return {"goal": "click twice then stop", "url": "http://127.0.0.1/", "step": step,
+                "feedback": f"clicks={self.clicks[slot]}", "last_action_error": ""}, {
+                    "elements": [{"id": 0, "bbox": [1, 2, 3, 4]}]}
+
+    async def reset(self, slot, task):
+        self.resets += 1
+        if self.resets <= self.crash_on_reset:
+            return {}, {"infra_error": "browser crashed"}
+        self.clicks[slot] = 0
+        return self._obs(slot, 0)
+
+    async def step(self, slot, action):
+        await asyncio.sleep(self.delay)
+        obs, info = self._obs(slot, 0)
+        if isinstance(action, Action) and action.kind == "click":
+            self.clicks[slot] += 1
+            obs, info = self._obs(slot, self.clicks[slot])
+            return obs, 0.0, False, False, info
+        done = isinstance(action, Action) and action.kind == "stop"
+        reward = float(done and self.clicks[slot] == self.target)
+        return obs, reward, done, False, info
+
+
+class ScriptedEngine:
+    """Clicks until the feedback says clicks=2, then stops; records batch sizes."""
+
+    def __init__(self):
+        self.batches, self.weights = [], None
+
+    def act(self, requests):
+        self.batches.append(len(requests))
+        out = []
+        for r in requests:
+            action = Action.stop() if r.observation.feedback == "clicks=2" else Action.click(0)
+            out.append(Decision(parsed=action, response_text=action.to_compact()))
+        return out
+
+    def load_weights(self, weights):
+        self.weights = weights
+
+
+class AsyncInference:
+    def __init__(self, worker):
+        self.worker = worker
+
+    async def act_one(self, request):
+        return await self.worker.act_one(request)
+
+
+def _tasks(n):
+    return [BaseTask(TaskSpec(id=f"t{i}", goal="click twice then stop", start_url="http://127.0.0.1/")) for i in range(n)]
+
+
+def _coordinator(env, slots=3, **cfg):
+    worker = InferenceWorker(ScriptedEngine(), InferenceConfig(batch_window_s=0.01, max_batch_size=8), version=3)
+    config = RolloutConfig(**{"group_size": 4, "max_turns": 5, **cfg})
+    return RolloutCoordinator([(env, i) for i in range(slots)], [AsyncInference(worker)], config), worker
+
+
+def test_groups_come_back_complete_and_scored():
+    env = CountEnv()
+    coord, _ = _coordinator(env)
+    trajs, stats = coord.collect(_tasks(3))
+    assert len(trajs) == 12 and stats.trajectories == 12 and stats.dropped == 0
+    groups = {}
+    for t in trajs:
+        groups.setdefault(t.group_id, []).append(t)
+    assert sorted(len(g) for g in groups.values()) == [4, 4, 4]
+    for t in trajs:
+        # click, click, stop: 3 turns, reward 1, every turn stamped with the worker's version 3
+        assert [turn.action.kind for turn in t.turns] == ["click", "click", "stop"]
+        assert t.reward == 1.0 and all(turn.policy_version == 3 for turn in t.turns)
+        assert t.turns[0].observation["action_bbox"] == [1, 2, 3, 4]
+    assert stats.env_steps == 36 and stats.successes == 12
+
+
+def test_infra_errors_retry_then_succeed():
+    env = CountEnv(crash_on_reset=2)  # the first two resets report a crashed browser
+    coord, _ = _coordinator(env, max_retries=2)
+    trajs, stats = coord.collect(_tasks(1))
+    assert stats.dropped == 0 and stats.retries == 2
+    # 3 slots: the first three resets run at once and the first two crash -> two retried once
+    assert sorted(t.info["attempts"] for t in trajs) == [1, 1, 2, 2]
+
+
+def test_infra_errors_past_the_limit_drop_with_reason_not_zero():
+    env = CountEnv(crash_on_reset=100)
+    coord, _ = _coordinator(env, max_retries=1)
+    trajs, stats = coord.collect(_tasks(1))
+    assert stats.dropped == 4 and stats.successes == 0
+    for t in trajs:
+        assert t.status == "dropped" and t.reward is None
+        assert "browser crashed" in t.drop_reason and "2 attempts" in t.drop_reason
+
+
+def test_horizon_truncates_and_schedule_applies():
+    env = CountEnv(target=10)  # the scripted engine stops after 2 clicks, so reward stays 0
+    coord, _ = _coordinator(env, max_turns=2, horizon_schedule=[[5, 3]])
+    trajs, _ = coord.collect(_tasks(1), iteration=0)
+    assert all(len(t.turns) == 2 and t.info["truncated"] for t in trajs)
+    trajs, _ = coord.collect(_tasks(1), iteration=5)
+    assert all(len(t.turns) == 3 and t.reward == 0.0 for t in trajs)
+
+
+def test_step_timeout_is_an_infrastructure_error():
+    env = CountEnv(delay=0.5)
+    coord, _ = _coordinator(env, slots=2, step_timeout_s=0.1, max_retries=0)
+    trajs, stats = coord.collect(_tasks(1))
+    assert stats.dropped == 4 and all("timeout" in t.drop_reason for t in trajs)
+
+
+def test_batcher_groups_concurrent_requests():
+    calls = []
+
+    def fn(items):
+        calls.append(list(items))
+        return [x * 10 for x in items]
+
+    async def main(max_batch):
+        batcher = DynamicBatcher(fn, window_s=0.2, max_batch=max_batch)
+        return await asyncio.gather(*(batcher.submit(i) for i in range(5)))
+
+    assert asyncio.run(main(8)) == [0, 10, 20, 30, 40] and calls == [[0, 1, 2, 3, 4]]
+    calls.clear()
+    assert asyncio.run(main(2)) == [0, 10, 20, 30, 40] and [len(c) for c in calls] == [2, 2, 1]
+
+
+def test_batcher_failure_reaches_every_waiter_and_recovers():
+    def fn(items):
+        if 0 in items:
+            raise RuntimeError("engine failed")
+        return items
+
+    async def main():
+        batcher = DynamicBatcher(fn, window_s=0.05, max_batch=8)
+        first = await asyncio.gather(batcher.submit(0), batcher.submit(1), return_exceptions=True)
+        second = await batcher.submit(2)
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert all(isinstance(e, RuntimeError) for e in first) and second == 2
+
+
+def test_set_weights_bumps_version_and_rejects_older():
+    engine = ScriptedEngine()
+    worker = InferenceWorker(engine, version=1)
+    worker.set_weights({"w": 1}, 2)
+    assert worker.version == 2 and engine.weights == {"w": 1}
+    with pytest.raises(ValueError, match="older"):
+        worker.set_weights({"w": 0}, 1)

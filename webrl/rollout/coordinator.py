@@ -1,0 +1,234 @@
+"""RolloutCoordinator: G trajectories per task, each an independent loop, no per-turn barrier.
+
+Each trajectory runs `reset -> (act -> step)*` on its own: it borrows a free env slot (one
+BrowserContext in some EnvWorker), asks an InferenceWorker for each action (where requests
+from many trajectories are batched), and returns the slot when it ends. Nothing waits for
+other trajectories between turns; a group is complete when all its members finish or drop.
+
+Failures: an infrastructure error (browser crash reported in `info["infra_error"]`, a dead
+EnvWorker actor, a step or trajectory timeout) restarts that trajectory from scratch on
+another slot, up to `max_retries` times; after that the trajectory is dropped with the
+reason. Dropped trajectories are counted and never scored as task failures.
+
+Departure from OpenWebRL: the recipe's driver steps all envs of a batch in lock-step; here each
+trajectory advances as soon as its own action is ready (the asynchronous design AsyncWebRL
+argues for), which removes the wait on the slowest page at every turn.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from webrl.actions import Action
+from webrl.policy.types import Observation, PolicyRequest
+from webrl.types import Trajectory, Turn
+
+
+class InfraError(RuntimeError):
+    """The environment side failed (not the agent): retry, then drop."""
+
+
+@dataclass
+class RolloutConfig:
+    group_size: int = 4
+    """G: trajectories sampled per task (the GRPO group)."""
+    max_turns: int = 15
+    """Most agent steps per trajectory (before any horizon schedule)."""
+    horizon_schedule: list[list[int]] = field(default_factory=list)
+    """[[from_iteration, max_turns], ...]: e.g. [[0, 15], [90, 30]] as in OpenWebRL."""
+    step_timeout_s: float = 60.0
+    """One env step or one inference call longer than this is an infrastructure error."""
+    trajectory_timeout_s: float = 600.0
+    """A whole trajectory longer than this is an infrastructure error."""
+    max_retries: int = 2
+    """Infrastructure-error restarts of one trajectory before it is dropped."""
+    screenshot: str = "som"
+    """Screenshot the policy sees: som (boxes drawn) | raw | none."""
+    keep_history_images: int = 1
+    """Past turns whose images travel with a request (the policy shows at most this many)."""
+
+    def __post_init__(self) -> None:
+        if self.group_size < 1 or self.max_turns < 1:
+            raise ValueError("rollout.group_size and rollout.max_turns must be >= 1")
+        if self.screenshot not in ("som", "raw", "none"):
+            raise ValueError(f"rollout.screenshot must be som | raw | none, got {self.screenshot!r}")
+        for entry in self.horizon_schedule:
+            if len(entry) != 2 or entry[1] < 1:
+                raise ValueError(f"rollout.horizon_schedule entries are [from_iteration, max_turns], got {entry}")
+
+    def horizon(self, iteration: int) -> int:
+        """Max turns at `iteration`: the last schedule entry that has started, else max_turns."""
+        turns = self.max_turns
+        for start, value in sorted(self.horizon_schedule):
+            if iteration >= start:
+                turns = value
+        return turns
+
+
+@dataclass
+class RolloutStats:
+    trajectories: int = 0
+    dropped: int = 0
+    retries: int = 0
+    env_steps: int = 0
+    successes: int = 0
+    env_time_s: float = 0.0
+    inference_time_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.env_steps / self.wall_s if self.wall_s else 0.0
+
+
+async def _await(ref: Any, timeout: float) -> Any:
+    """Await a Ray ObjectRef or a coroutine with a timeout."""
+    return await asyncio.wait_for(_as_awaitable(ref), timeout)
+
+
+def _as_awaitable(x: Any):
+    if asyncio.iscoroutine(x) or isinstance(x, asyncio.Future):
+        return x
+    return asyncio.wrap_future(x.future()) if hasattr(x, "future") else x
+
+
+class RolloutCoordinator:
+    """Runs groups of trajectories over env slots and inference workers.
+
+    env_slots: (env_worker, slot_index) pairs; env_worker has `reset(slot, task)` ->
+      (obs, info) and `step(slot, action)` -> (obs, reward, terminated, truncated, info),
+      either as Ray actor handles (`.remote`) or plain objects with async methods.
+    inference: handles with `act_one(request)` -> (Decision, version) (Ray or plain async).
+    is_dead(error) -> bool: whether an exception means the env worker died (Ray errors).
+    """
+
+    def __init__(self, env_slots: Sequence[tuple[Any, int]], inference: Sequence[Any],
+                 config: RolloutConfig, on_trajectory: Optional[Callable[[Trajectory], None]] = None,
+                 progress: Optional[Callable[[RolloutStats, int], None]] = None):
+        if not env_slots or not inference:
+            raise ValueError("RolloutCoordinator needs at least one env slot and one inference worker")
+        self.env_slots, self.inference, self.config = list(env_slots), list(inference), config
+        self.on_trajectory, self.progress = on_trajectory, progress
+        self._next_inference = itertools.cycle(range(len(self.inference)))
+
+    # -- one call per batch ----------------------------------------------------------------
+    def collect(self, tasks: Sequence[Any], iteration: int = 0) -> tuple[list[Trajectory], RolloutStats]:
+        """G trajectories for every task; returns them grouped in task order, plus stats."""
+        return asyncio.run(self.collect_async(tasks, iteration))
+
+    async def collect_async(self, tasks: Sequence[Any], iteration: int = 0) -> tuple[list[Trajectory], RolloutStats]:
+        stats, start = RolloutStats(), time.monotonic()
+        slots: asyncio.Queue = asyncio.Queue()
+        for s in self.env_slots:
+            slots.put_nowait(s)
+        max_turns = self.config.horizon(iteration)
+        total = len(tasks) * self.config.group_size
+        jobs = [self._trajectory(task, f"{iteration}:{i}:{task.spec.id}", max_turns, slots, stats, total, start)
+                for i, task in enumerate(tasks) for _ in range(self.config.group_size)]
+        trajectories = await asyncio.gather(*jobs)
+        stats.wall_s = time.monotonic() - start
+        return list(trajectories), stats
+
+    # -- one trajectory, retried on infrastructure errors ----------------------------------
+    async def _trajectory(self, task: Any, group_id: str, max_turns: int, slots: asyncio.Queue,
+                          stats: RolloutStats, total: int, start: float) -> Trajectory:
+        reason = ""
+        for attempt in range(self.config.max_retries + 1):
+            slot = await slots.get()
+            try:
+                traj = await asyncio.wait_for(self._episode(task, group_id, max_turns, slot, stats),
+                                              self.config.trajectory_timeout_s)
+                traj.info["attempts"] = attempt + 1
+                break
+            except asyncio.TimeoutError:
+                reason = f"timeout after {self.config.trajectory_timeout_s}s or a step over {self.config.step_timeout_s}s"
+            except InfraError as e:
+                reason = str(e)
+            except Exception as e:  # a dead actor or a transport error: the env side failed
+                reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            finally:
+                slots.put_nowait(slot)
+            stats.retries += attempt < self.config.max_retries
+        else:
+            traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal)
+            traj.drop(f"infrastructure error after {self.config.max_retries + 1} attempts: {reason}")
+        stats.trajectories += 1
+        stats.dropped += traj.status == "dropped"
+        stats.successes += traj.status == "ok" and (traj.reward or 0) > 0
+        stats.wall_s = time.monotonic() - start
+        if self.on_trajectory:
+            self.on_trajectory(traj)
+        if self.progress:
+            self.progress(stats, total)
+        return traj
+
+    async def _episode(self, task: Any, group_id: str, max_turns: int, slot: tuple[Any, int],
+                       stats: RolloutStats) -> Trajectory:
+        worker, index = slot
+        t0 = time.monotonic()
+        obs, info = await self._call(worker, "reset", index, task)
+        stats.env_time_s += time.monotonic() - t0
+        self._check_infra(info)
+        traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal)
+        history: list[Turn] = []
+        reward, terminated, truncated = None, False, False
+        for _ in range(max_turns):
+            observation = Observation.from_env(obs, info, screenshot=self.config.screenshot)
+            request = PolicyRequest(observation, self._light_history(history), request_id=f"{group_id}/{len(history)}")
+            t0 = time.monotonic()
+            inference = self.inference[next(self._next_inference)]
+            decision, version = await self._call(inference, "act_one", request)
+            stats.inference_time_s += time.monotonic() - t0
+            turn = decision.to_turn(observation, policy_version=version)
+            action: Any = decision.action if decision.action is not None else decision.parse_error
+            _record_target(turn, decision.action, info.get("elements") or [])
+            t0 = time.monotonic()
+            obs, reward, terminated, truncated, info = await self._call(worker, "step", index, action)
+            stats.env_time_s += time.monotonic() - t0
+            stats.env_steps += 1
+            self._check_infra(info)
+            turn.feedback = "\n".join(p for p in (obs.get("feedback", ""), obs.get("last_action_error", "")) if p)
+            history.append(turn)
+            if terminated or truncated:
+                break
+        traj.turns = history
+        traj.reward = float(reward) if reward is not None else None
+        traj.info.update(terminated=bool(terminated), truncated=bool(truncated) or not (terminated or truncated))
+        traj.reward_details = dict(info.get("reward_details") or {})
+        return traj
+
+    async def _call(self, target: Any, method: str, *args: Any) -> Any:
+        fn = getattr(target, method)
+        call = fn.remote(*args) if hasattr(fn, "remote") else fn(*args)
+        return await _await(call, self.config.step_timeout_s)
+
+    def _light_history(self, history: list[Turn]) -> list[Turn]:
+        """Past turns with images only on the last `keep_history_images` (the rest never reach the prompt)."""
+        keep = self.config.keep_history_images
+        out = []
+        for i, turn in enumerate(history):
+            if len(history) - i > keep and turn.images:
+                turn = Turn(**{**turn.__dict__, "images": []})
+            out.append(turn)
+        return out
+
+    @staticmethod
+    def _check_infra(info: dict) -> None:
+        if info.get("infra_error"):
+            raise InfraError(str(info["infra_error"]))
+
+
+def _record_target(turn: Turn, action: Optional[Action], elements: list) -> None:
+    """Where the action lands on the screenshot it was decided on: the element's box or the point."""
+    if action is None:
+        return
+    if action.element is not None:
+        for el in elements:
+            if el.get("id") == action.element:
+                turn.observation["action_bbox"] = list(el.get("bbox", []))
+                break
+    elif action.x is not None and action.y is not None:
+        turn.observation["action_point"] = [action.x, action.y]

@@ -1,0 +1,152 @@
+"""InferenceWorker: a policy behind a dynamic batcher, stamped with a weight version.
+
+Many trajectories ask for actions independently; the worker gathers the requests that arrive
+within a short window (or until `max_batch_size`) and decides them in one `policy.act` call.
+Every decision comes back with the policy version that produced it, and `set_weights` never
+runs in the middle of a batch (one lock orders them), so a decision's version is exact.
+
+The engine is whatever implements `Engine` (`act` + `load_weights`): the transformers
+generator policy here, a vLLM engine later, without touching the coordinator.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+
+from webrl.policy.types import Decision, PolicyRequest
+
+
+class Engine(Protocol):
+    def act(self, requests: Sequence[PolicyRequest]) -> list[Decision]: ...
+
+    def load_weights(self, weights: Mapping[str, Any]) -> None: ...
+
+
+@dataclass
+class InferenceConfig:
+    batch_window_s: float = 0.02
+    """How long the first request of a batch waits for others to join."""
+    max_batch_size: int = 16
+    """Most requests decided in one forward pass."""
+
+    def __post_init__(self) -> None:
+        if self.batch_window_s < 0:
+            raise ValueError(f"inference.batch_window_s must be >= 0, got {self.batch_window_s}")
+        if self.max_batch_size < 1:
+            raise ValueError(f"inference.max_batch_size must be >= 1, got {self.max_batch_size}")
+
+
+class DynamicBatcher:
+    """Collects `submit`ted items into batches for `fn(items) -> results` (same order).
+
+    The first item of a batch waits at most `window_s` for more; a full batch goes at once.
+    `fn` runs in a worker thread so the event loop keeps accepting requests meanwhile.
+    """
+
+    def __init__(self, fn: Callable[[list[Any]], list[Any]], window_s: float, max_batch: int):
+        self.fn, self.window_s, self.max_batch = fn, window_s, max_batch
+        self._pending: list[tuple[Any, asyncio.Future]] = []
+        self._runner: Optional[asyncio.Task] = None
+        self.loop = asyncio.get_running_loop()  # asyncio primitives belong to one loop
+        self._wake = asyncio.Event()
+        self.lock = asyncio.Lock()
+        self.batch_sizes: list[int] = []
+
+    async def submit(self, item: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        if loop is not self.loop:
+            raise RuntimeError("DynamicBatcher used from a different event loop than it was made in")
+        fut = loop.create_future()
+        self._pending.append((item, fut))
+        self._wake.set()
+        if self._runner is None or self._runner.done():
+            self._runner = loop.create_task(self._run())
+        return await fut
+
+    async def _run(self) -> None:
+        while self._pending:
+            start = time.monotonic()
+            while len(self._pending) < self.max_batch and time.monotonic() - start < self.window_s:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.window_s - (time.monotonic() - start))
+                except asyncio.TimeoutError:
+                    break
+            batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
+            self.batch_sizes.append(len(batch))
+            try:
+                async with self.lock:
+                    results = await asyncio.to_thread(self.fn, [item for item, _ in batch])
+                if len(results) != len(batch):
+                    raise RuntimeError(f"batch function returned {len(results)} results for {len(batch)} items")
+            except Exception as e:  # every waiter learns of the failure; the loop goes on
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                continue
+            for (_, fut), result in zip(batch, results):
+                if not fut.done():
+                    fut.set_result(result)
+
+
+class InferenceWorker:
+    """Plain class: an engine plus its weight version. Tested without Ray."""
+
+    def __init__(self, engine: Engine, config: InferenceConfig | None = None, version: int = 0):
+        self.engine, self.config, self.version = engine, config or InferenceConfig(), version
+        self._batcher: Optional[DynamicBatcher] = None
+
+    def act(self, requests: Sequence[PolicyRequest]) -> list[tuple[Decision, int]]:
+        """Decide a batch now; each decision paired with the version that made it."""
+        version = self.version
+        return [(d, version) for d in self.engine.act(list(requests))]
+
+    async def act_one(self, request: PolicyRequest) -> tuple[Decision, int]:
+        """Decide one request, batched with whatever else arrives within the window."""
+        if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
+            self._batcher = DynamicBatcher(self.act, self.config.batch_window_s, self.config.max_batch_size)
+        return await self._batcher.submit(request)
+
+    async def set_weights_async(self, weights: Mapping[str, Any], version: int) -> int:
+        """Swap weights between batches (never during one)."""
+        if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
+            self.set_weights(weights, version)
+        else:
+            async with self._batcher.lock:
+                await asyncio.to_thread(self.set_weights, weights, version)
+        return self.version
+
+    def set_weights(self, weights: Mapping[str, Any], version: int) -> None:
+        if version < self.version:
+            raise ValueError(f"weights version {version} is older than the current {self.version}")
+        self.engine.load_weights(weights)
+        self.version = version
+
+    def batch_sizes(self) -> list[int]:
+        return list(self._batcher.batch_sizes) if self._batcher else []
+
+
+class InferenceActor:
+    """Ray shell (async actor): `ray.remote(num_cpus=...)(InferenceActor).remote(factory, config)`.
+
+    `engine_factory` is a picklable zero-argument callable that builds the engine inside the
+    actor (so model weights load where they run, not in the driver).
+    """
+
+    def __init__(self, engine_factory: Callable[[], Engine], config: InferenceConfig | None = None,
+                 version: int = 0):
+        self.worker = InferenceWorker(engine_factory(), config, version)
+
+    async def act_one(self, request: PolicyRequest) -> tuple[Decision, int]:
+        return await self.worker.act_one(request)
+
+    async def set_weights(self, weights: Mapping[str, Any], version: int) -> int:
+        return await self.worker.set_weights_async(weights, version)
+
+    async def version(self) -> int:
+        return self.worker.version
+
+    async def batch_sizes(self) -> list[int]:
+        return self.worker.batch_sizes()

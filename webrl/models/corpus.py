@@ -3,7 +3,8 @@
 The tokenizer of a tiny model only has to cover what webrl's prompts and responses contain:
 goals, Set-of-Mark element lists, URLs, environment feedback, `<think>` reasoning and actions
 in the three action formats (Set-of-Mark tool-call JSON, Qwen computer-use JSON, the compact
-grammar of `webrl.actions`). `default_corpus(seed)` generates such lines deterministically, so a
+grammar of `webrl.actions`) and webrl's system prompts (webrl/prompts/*.txt, so a prompt costs
+few tokens). `default_corpus(seed)` generates such lines deterministically, so a
 tokenizer trained on it merges the frequent words while every other string still encodes
 (byte-level fallback).
 """
@@ -75,6 +76,9 @@ def default_corpus(seed: int = 0, n_episodes: int = 400, extra_files: tuple[Path
         for action in _action_texts(rng, fill["e"], x, y, fill["p"]):
             lines.append(f"<tool_call>{action}</tool_call>")
         lines.append(rng.choice(_FEEDBACK).format(**fill))
+    prompts = sorted((Path(__file__).resolve().parent.parent / "prompts").glob("*.txt"))
+    for path in prompts:  # webrl's own system prompts, often enough for BPE to merge their words
+        lines.extend(Path(path).read_text().splitlines() * 3)
     for path in extra_files:
         lines.extend(Path(path).read_text().splitlines())
     return lines

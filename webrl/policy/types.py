@@ -140,7 +140,7 @@ class Decision:
                     logprobs=list(self.logprobs) if len(self.logprobs) == len(self.response_ids) else [],
                     images=list(self.images),
                     response_text=self.response_text, action=self.action,
-                    parse_error=self.parse_error.message if self.parse_error else None,
+                    parse_error=self.parse_error.message if self.parse_error is not None else None,
                     policy_version=policy_version, decided_by=decided_by,
                     timings={"policy_s": self.stats.latency_s}, observation=observation.to_record())
 

@@ -44,16 +44,17 @@ def online_update(
 
     Args:
         m, s, t: (Cn,) running max, Σ exp(z - m), Σ exp(z - m)(z - m) over earlier blocks.
-        z: (Cn, Cv) float32 logits of this block.
+        z: (Cn, Cv) float32 logits of this block. Overwritten (it becomes z - m'), so that
+            only two blocks are ever alive: this is the memory the path exists to save.
     Returns:
         the updated (m, s, t), each (Cn,).
     """
     m_new = torch.maximum(m, z.amax(dim=1))  # (Cn,)
     alpha = torch.exp(m - m_new)  # (Cn,)
-    shifted = z - m_new[:, None]  # (Cn, Cv)
+    shifted = z.sub_(m_new[:, None])  # (Cn, Cv), in place
     e = torch.exp(shifted)  # (Cn, Cv)
-    t_new = alpha * (t + (m - m_new) * s) + (e * shifted).sum(dim=1)
     s_new = alpha * s + e.sum(dim=1)
+    t_new = alpha * (t + (m - m_new) * s) + e.mul_(shifted).sum(dim=1)
     return m_new, s_new, t_new
 
 
@@ -68,12 +69,16 @@ def logits_grad(
     target_cols: Tensor,
 ) -> Tensor:
     """∂loss/∂z for one block (see module docstring); target_cols is -1 where the target is
-    not in this block. Shapes: z (Cn, Cv); the rest (Cn,). Returns (Cn, Cv) float32."""
-    p = torch.exp(z - lse[:, None])  # (Cn, Cv)
-    centred = z - lse[:, None] + entropy[:, None]  # log p + S
-    grad = -p * (grad_logprob[:, None] + grad_entropy[:, None] * centred)
-    rows = torch.nonzero(target_cols >= 0).squeeze(1)
-    grad[rows, target_cols[rows]] += grad_logprob[rows]
+    not in this block. Shapes: z (Cn, Cv), overwritten (two blocks alive, as above); the rest
+    (Cn,). Returns (Cn, Cv) float32."""
+    log_p = z.sub_(lse[:, None])  # (Cn, Cv), in place
+    grad = torch.exp(log_p)  # p, becomes the gradient in place
+    weight = log_p.add_(entropy[:, None]).mul_(grad_entropy[:, None]).add_(grad_logprob[:, None])
+    grad.mul_(weight).neg_()  # -p (g_lp + g_S (log p + S))
+    # + g_lp at the target column; scatter with zeros where the target is elsewhere (no
+    # data-dependent indexing, so no host sync on GPUs)
+    hit = target_cols >= 0
+    grad.scatter_add_(1, target_cols.clamp(min=0)[:, None], (grad_logprob * hit)[:, None])
     return grad
 
 
@@ -90,10 +95,11 @@ def _forward_stats(
         for n0 in range(0, n, token_chunk):
             rows = slice(n0, n0 + token_chunk)
             z = (hidden32[rows] @ w32.T).mul_(inv_temp)  # (Cn, Cv)
-            m[rows], s[rows], t[rows] = online_update(m[rows], s[rows], t[rows], z)
             cols = targets[rows] - v0
-            hit = torch.nonzero((cols >= 0) & (cols < z.shape[1])).squeeze(1)
-            target_logit[n0 + hit] = z[hit, cols[hit]]
+            hit = (cols >= 0) & (cols < z.shape[1])  # the target lies in this block
+            picked = z.gather(1, cols.clamp(0, z.shape[1] - 1)[:, None]).squeeze(1)
+            target_logit[rows] += torch.where(hit, picked, 0.0)  # before z is overwritten
+            m[rows], s[rows], t[rows] = online_update(m[rows], s[rows], t[rows], z)
     lse, entropy = finish_stats(m, s, t)
     return lse, entropy, target_logit
 

@@ -16,6 +16,14 @@ PY=$VENV/bin/python
 
 log() { printf '[webrl setup] %s\n' "$*" >&2; }
 
+# pip's and setuptools' chatter goes to a log that is shown only when a step fails.
+quiet() {
+    local out=$VENV/setup.log
+    if ! "$@" >>"$out" 2>&1; then
+        log "failed: $*"; tail -n 40 "$out" >&2; exit 1
+    fi
+}
+
 find_python() {
     for cand in python3.11 python3.12 python3.10 python3; do
         if command -v "$cand" >/dev/null 2>&1 &&
@@ -38,13 +46,13 @@ setup_venv() {
         return 0
     fi
     log "installing dependencies (a few minutes the first time)"
-    "$PY" -m pip install -q --upgrade "pip>=23" "setuptools>=68" wheel
+    quiet "$PY" -m pip install --upgrade "pip>=23" "setuptools>=68" wheel
     # Without CUDA this resolves to the CPU build where one is offered (as on the project's
     # CPU machines); on a GPU machine it is the CUDA build. Never torchvision (see MACHINE.md).
-    "$PY" -m pip install -q "torch==2.13.0"
-    "$PY" -m pip install -q -c constraints.txt -e ".[dev]" --no-build-isolation
+    quiet "$PY" -m pip install "torch==2.13.0"
+    quiet "$PY" -m pip install -c constraints.txt -e ".[dev]" --no-build-isolation
     # Only the MiniWoB++ HTML files are used; its metadata pins conflict with ray's gymnasium.
-    "$PY" -m pip install -q --no-deps "miniwob==1.1.0"
+    quiet "$PY" -m pip install --no-deps "miniwob==1.1.0"
     "$PY" -c "import webrl, webrl.envs, webrl.algos, webrl.kernels" || { log "webrl does not import"; exit 1; }
     echo "$want" >"$stamp"
 }

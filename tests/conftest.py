@@ -6,6 +6,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Local test clusters need no token (Ray 2.60 otherwise writes one to ~/.ray).
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 _RUN_DIR = os.environ.setdefault("WEBRL_TEST_DIR", tempfile.mkdtemp(prefix="webrl-tests-"))
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(_RUN_DIR, "torch_extensions"))
 

@@ -10,6 +10,7 @@ import pytest
 
 from webrl.actions import Action
 from webrl.envs.task import BaseTask, TaskSpec
+from webrl.envs.worker import EnvStepResult
 from webrl.policy.types import Decision
 from webrl.rollout import DynamicBatcher, InferenceConfig, InferenceWorker, RolloutConfig, RolloutCoordinator
 
@@ -26,23 +27,21 @@ class CountEnv:
                 "feedback": f"clicks={self.clicks[slot]}", "last_action_error": ""}, {
                     "elements": [{"id": 0, "bbox": [1, 2, 3, 4]}]}
 
-    async def reset(self, slot, task):
+    async def reset(self, slot, seed, options):
         self.resets += 1
         if self.resets <= self.crash_on_reset:
-            return {}, {"infra_error": "browser crashed"}
+            return EnvStepResult(slot, {}, 0.0, False, True, {"infra_error": "browser crashed"})
         self.clicks[slot] = 0
-        return self._obs(slot, 0)
+        return EnvStepResult(slot, *self._obs(slot, 0)[:1], 0.0, False, False, self._obs(slot, 0)[1])
 
     async def step(self, slot, action):
         await asyncio.sleep(self.delay)
-        obs, info = self._obs(slot, 0)
         if isinstance(action, Action) and action.kind == "click":
             self.clicks[slot] += 1
-            obs, info = self._obs(slot, self.clicks[slot])
-            return obs, 0.0, False, False, info
+            return EnvStepResult(slot, *self._obs(slot, 0)[:1], 0.0, False, False, self._obs(slot, 0)[1])
         done = isinstance(action, Action) and action.kind == "stop"
         reward = float(done and self.clicks[slot] == self.target)
-        return obs, reward, done, False, info
+        return EnvStepResult(slot, self._obs(slot, 0)[0], reward, done, False, self._obs(slot, 0)[1])
 
 
 class ScriptedEngine:

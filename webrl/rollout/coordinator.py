@@ -17,6 +17,7 @@ argues for), which removes the wait on the slowest page at every turn.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from webrl.actions import Action
 from webrl.policy.types import Observation, PolicyRequest
-from webrl.types import Trajectory, Turn
+from webrl.types import Image, Trajectory, Turn
 
 
 class InfraError(RuntimeError):
@@ -98,9 +99,9 @@ def _as_awaitable(x: Any):
 class RolloutCoordinator:
     """Runs groups of trajectories over env slots and inference workers.
 
-    env_slots: (env_worker, slot_index) pairs; env_worker has `reset(slot, task)` ->
-      (obs, info) and `step(slot, action)` -> (obs, reward, terminated, truncated, info),
-      either as Ray actor handles (`.remote`) or plain objects with async methods.
+    env_slots: (env_worker, slot_index) pairs; env_worker has `reset(slot, seed, options)` and
+      `step(slot, action)`, each returning an `EnvStepResult` (webrl.envs.worker), either as
+      Ray actor handles (`.remote`) or plain objects with async methods.
     inference: handles with `act_one(request)` -> (Decision, version) (Ray or plain async).
     is_dead(error) -> bool: whether an exception means the env worker died (Ray errors).
     """
@@ -169,36 +170,48 @@ class RolloutCoordinator:
                        stats: RolloutStats) -> Trajectory:
         worker, index = slot
         t0 = time.monotonic()
-        obs, info = await self._call(worker, "reset", index, task)
+        result = await self._call(worker, "reset", index, None, {"task": task})
         stats.env_time_s += time.monotonic() - t0
-        self._check_infra(info)
+        self._check_infra(result.info)
         traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal)
         history: list[Turn] = []
-        reward, terminated, truncated = None, False, False
         for _ in range(max_turns):
-            observation = Observation.from_env(obs, info, screenshot=self.config.screenshot)
+            observation = self._observation(result)
             request = PolicyRequest(observation, self._light_history(history), request_id=f"{group_id}/{len(history)}")
             t0 = time.monotonic()
             inference = self.inference[next(self._next_inference)]
             decision, version = await self._call(inference, "act_one", request)
             stats.inference_time_s += time.monotonic() - t0
             turn = decision.to_turn(observation, policy_version=version)
+            _record_target(turn, decision.action, result.info.get("elements") or [])
             action: Any = decision.action if decision.action is not None else decision.parse_error
-            _record_target(turn, decision.action, info.get("elements") or [])
             t0 = time.monotonic()
-            obs, reward, terminated, truncated, info = await self._call(worker, "step", index, action)
+            result = await self._call(worker, "step", index, action)
             stats.env_time_s += time.monotonic() - t0
             stats.env_steps += 1
-            self._check_infra(info)
+            self._check_infra(result.info)
+            obs = result.observation
             turn.feedback = "\n".join(p for p in (obs.get("feedback", ""), obs.get("last_action_error", "")) if p)
             history.append(turn)
-            if terminated or truncated:
+            if result.terminated or result.truncated:
                 break
         traj.turns = history
-        traj.reward = float(reward) if reward is not None else None
-        traj.info.update(terminated=bool(terminated), truncated=bool(truncated) or not (terminated or truncated))
-        traj.reward_details = dict(info.get("reward_details") or {})
+        traj.reward = float(result.reward) if history and result.terminated else (0.0 if history else None)
+        traj.info.update(terminated=bool(result.terminated), truncated=not result.terminated)
+        traj.reward_details = dict(result.info.get("reward_details") or {})
         return traj
+
+    def _observation(self, result: Any) -> Observation:
+        """The policy's view of an EnvWorker result (screenshot arrives as PNG bytes)."""
+        obs, info = result.observation, result.info
+        text_only = {k: v for k, v in obs.items() if k != "screenshot"}
+        observation = Observation.from_env(text_only, {}, screenshot="none")
+        mode = self.config.screenshot
+        png = info.get("raw_screenshot_png") if mode == "raw" else None
+        png = png or (obs.get("screenshot") if mode != "none" else None)
+        if png:
+            observation = dataclasses.replace(observation, screenshot=Image(bytes(png), "png"))
+        return observation
 
     async def _call(self, target: Any, method: str, *args: Any) -> Any:
         fn = getattr(target, method)

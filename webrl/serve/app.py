@@ -26,6 +26,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
+
 from webrl.serve.chat import ChatEngine, SamplingParams
 from webrl.serve.protocol import RequestError, parse_chat_request
 
@@ -108,7 +110,7 @@ async def _read_body(request, limit: int) -> bytes:
 
 def create_app(engine: ChatEngine, config: Optional[ServeConfig] = None):
     """The FastAPI app serving `engine` under `config`'s limits and key."""
-    from fastapi import FastAPI, Request
+    from fastapi import FastAPI
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -212,7 +214,13 @@ class ServerThread:
 
 
 def serve_main(config: ServeConfig) -> int:
-    """Entry point of `webrl serve`: load `config.model_path` and serve it until interrupted."""
+    """Entry point of `webrl serve`: load `config.model_path` and serve it until interrupted.
+
+    Prints `webrl serve: model <name> on http://<host>:<port>/v1` once the socket is bound
+    (with port=0 the port is the one the system picked) and then blocks.
+    """
+    import socket
+
     import uvicorn
 
     from webrl.serve.chat import LocalChatEngine
@@ -224,9 +232,15 @@ def serve_main(config: ServeConfig) -> int:
     app = create_app(engine, config)
     if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_key():
         print(f"webrl serve: warning: binding {config.host} without a key; set ${config.api_key_env}")
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((config.host, config.port))
+    port = sock.getsockname()[1]
     print(f"webrl serve: model {config.served_model_name or engine.model_name} on "
-          f"http://{config.host}:{config.port}/v1", flush=True)
-    uvicorn.run(app, host=config.host, port=config.port, log_level=config.log_level)
+          f"http://{config.host}:{port}/v1", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=config.log_level, lifespan="off"))
+    server.run(sockets=[sock])
     return 0
 
 

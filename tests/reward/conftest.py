@@ -1,0 +1,1 @@
+from .fixtures import tiny_engine, tiny_server  # noqa: F401

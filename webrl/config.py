@@ -159,6 +159,10 @@ def load_config(schema: type[T] = WebRLConfig, preset: str | Path | None = None,
         obj = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as e:
         raise _explain(e, schema, "the merged config") from None
+    except (ValueError, TypeError) as e:  # a component's own validation (__post_init__)
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(str(e)) from e
     return typing.cast(T, obj)
 
 

@@ -59,6 +59,10 @@ class MiniWoBConfig:
     """core.setDataMode: "default" | "train" | "test" (transfer / nl / flight tasks read it)."""
     ready_timeout_ms: int = 5_000
     """How long setup waits for WOB_TASK_READY (flight pages load an iframe first)."""
+    hide_human_display: bool = True
+    """Hide the HUD MiniWoB draws for human players beside the task (last reward, 10-episode
+    average, countdown, click marks) and stop its once-a-second countdown updates: it leaks
+    reward history into the screenshot and keeps the DOM changing. BrowserGym hides it too."""
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
@@ -150,8 +154,18 @@ def stop_miniwob_server() -> None:
 
 # -- the task ---------------------------------------------------------------------------------
 
-# One round trip: seed, start, and report readiness + utterance. `opts` = {seed, mode, maxTime}.
+# One round trip: seed, start, and report readiness + utterance.
+# `opts` = {seed, mode, maxTime, hideDisplay}.
 _START_JS = """(opts) => {
+  if (opts.hideDisplay) {  // the human HUD: last reward, average, countdown, click marks
+    if (!document.getElementById('webrl-hide-hud')) {
+      const style = document.createElement('style');
+      style.id = 'webrl-hide-hud';
+      style.textContent = '#reward-display, #click-canvas { display: none !important; }';
+      document.head.appendChild(style);
+    }
+    core.countdownTimer = function () {};  // display only; the episode timer is separate
+  }
   Math.seedrandom(opts.seed);
   core.setDataMode(opts.mode);
   core.EPISODE_MAX_TIME = opts.maxTime;
@@ -204,7 +218,8 @@ class MiniWoBTask:
         else:
             page.wait_for_load_state("load")  # core.startEpisode runs in window.onload
         state = page.evaluate(_START_JS, {"seed": self.seed, "mode": self.config.data_mode,
-                                          "maxTime": self.config.episode_max_time_ms})
+                                          "maxTime": self.config.episode_max_time_ms,
+                                          "hideDisplay": self.config.hide_human_display})
         if not state["ready"]:  # flight pages: the iframe sets WOB_TASK_READY when loaded
             page.wait_for_function("() => WOB_TASK_READY === true",
                                    timeout=self.config.ready_timeout_ms)

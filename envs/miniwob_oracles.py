@@ -85,10 +85,18 @@ def fill_then_submit(elements: list[Element], fields: list[tuple[Optional[Elemen
 # -- solvers ----------------------------------------------------------------------------------
 
 
+def named_button(elements: list[Element], name: str) -> Optional[Element]:
+    """A button by name; "x" also finds a dialog's close button (jQuery UI names it Close)."""
+    button = find(elements, name=name, role="button")
+    if button is None and name.strip() in ("x", "X", "\u00d7"):
+        button = find(elements, name="Close", role="button") or find(elements, name="\u00d7", role="button")
+    return button
+
+
 def solve_click_named_button(obs: Observation) -> Optional[Action]:
     """click-button / unicode-test / click-dialog-2: 'Click ... "NAME" ...' names a button."""
     names = quoted(obs["goal"])
-    return click(find(obs["elements"], name=names[-1], role="button")) if names else None
+    return click(named_button(obs["elements"], names[-1])) if names else None
 
 
 def solve_click_button_words(obs: Observation) -> Optional[Action]:
@@ -112,9 +120,8 @@ def solve_click_test(obs: Observation) -> Optional[Action]:
 
 
 def solve_click_dialog(obs: Observation) -> Optional[Action]:
-    """'Close the dialog box by clicking the "x".' — jQuery UI's close button is named Close."""
-    return click(find(obs["elements"], name="Close", role="button")
-                 or find(obs["elements"], name="x", role="button"))
+    """'Close the dialog box by clicking the "x".'"""
+    return click(named_button(obs["elements"], "x"))
 
 
 def _choices(obs: Observation, kind: str) -> Optional[Action]:
@@ -229,13 +236,18 @@ def solve_copy_paste(obs: Observation) -> Optional[Action]:
 
 
 def solve_sign_agreement(obs: Observation) -> Optional[Action]:
-    """'Click the cancel button.' or '... enter the name "N" then press "Agree"|"Cancel"'."""
+    """'Click the cancel button.' or 'Scroll to the bottom of the textarea, enter the name "N"
+    then press "Agree"|"Cancel"'. The page shows nothing of the scroll (disabled fields are
+    not in the element list), so step 0 scrolls and later steps fill and press."""
     goal, elements = obs["goal"], obs["elements"]
     if goal.startswith("Click the cancel button"):
         return click(find(elements, name="Cancel", role="button"))
     words = quoted(goal)
-    if len(words) != 2:
+    area = find(elements, tag="textarea")
+    if len(words) != 2 or area is None:
         return None
+    if int(obs.get("step", 0)) == 0:  # the form stays disabled until the text is scrolled through
+        return Action.scroll("down", 10.0, element=int(area["id"]))
     name_field = find(elements, dom_id="name") or find(elements, tag="input", type="text")
     return fill_then_submit(elements, [(name_field, words[0])], find(elements, name=words[1], role="button"))
 

@@ -1,0 +1,53 @@
+"""Shared builders for the learner tests: turn samples from the tiny model's own processor."""
+from __future__ import annotations
+
+import numpy as np
+
+from webrl.learner import LearnerConfig, LearnerSample, OptimConfig
+from webrl.learner.config import BatchingConfig, CheckpointConfig
+from webrl.types import Image
+
+GOALS = ["click the blue button", "type hello into the search box", "open the cart",
+         "scroll down to the footer", "select the second option", "press enter"]
+ACTIONS = ["click(12)", 'type(3, "hello")', "click(7)", "scroll(down)", 'select(4, "b")', "press(Enter)"]
+
+
+def screenshot(seed: int, width: int = 112, height: int = 84) -> Image:
+    rng = np.random.default_rng(seed)
+    return Image.from_array(rng.integers(0, 255, (height, width, 3), dtype=np.uint8))
+
+
+def make_samples(processor, n: int = 6, images: bool = True, seed: int = 0) -> list[LearnerSample]:
+    """n samples: chat prompt (with one screenshot when `images`) -> a compact action; advantages
+    alternate +1 / -1 over 3 trajectories of 2 groups; rollout log-probs left empty."""
+    tok = processor.tokenizer
+    out = []
+    for i in range(n):
+        goal = GOALS[(i + seed) % len(GOALS)]
+        content = ([{"type": "image"}] if images else []) + [{"type": "text", "text": f"Goal: {goal}"}]
+        text = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                             tokenize=False)
+        imgs = [screenshot(seed * 100 + i)] if images else []
+        enc = processor(text=[text], images=[im.to_pil() for im in imgs] or None, return_tensors="pt")
+        prompt = enc["input_ids"][0].tolist()
+        response = tok(ACTIONS[(i + seed) % len(ACTIONS)] + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        out.append(LearnerSample(prompt, response, images=imgs, advantage=1.0 if i % 2 == 0 else -1.0,
+                                 group_index=i % 2, trajectory_index=i // 2))
+    return out
+
+
+def learner_config(model_path: str, **overrides) -> LearnerConfig:
+    """A small-LR-free config for the tiny model: AdamW lr 1e-3, no clipping surprises."""
+    base = dict(model_path=model_path, objective="grpo", zero_stage=1, temperature=1.0,
+                optim=OptimConfig(lr=1e-3, grad_clip=1.0),
+                batching=BatchingConfig(token_budget=256, max_samples_per_micro_batch=4),
+                checkpoint=CheckpointConfig(keep_last=2))
+    base.update(overrides)
+    return LearnerConfig(**base)
+
+
+def with_rollout_logprobs(samples, logprobs):
+    """Copies of samples whose rollout log-probs are `logprobs` (as if the policy sampled them)."""
+    import dataclasses
+
+    return [dataclasses.replace(s, rollout_logprobs=[float(x) for x in lp]) for s, lp in zip(samples, logprobs)]

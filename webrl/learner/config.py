@@ -1,0 +1,180 @@
+"""Configs of the learner: one dataclass per piece, each validated in `__post_init__`.
+
+    LearnerConfig
+      ├─ optim: OptimConfig          client AdamW, LR schedule, gradient clipping
+      ├─ batching: BatchingConfig    token-budget micro-batches, PPO epochs / mini-batches
+      ├─ checkpoint: CheckpointConfig  keep-last-N, verification on load
+      └─ grpo / ppo / sft            the objective configs of `webrl.algos` (one is active)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from webrl.algos import GRPOConfig, PPOConfig, SFTConfig
+
+OBJECTIVE_NAMES = ("grpo", "ppo", "sft")
+ZERO_STAGES = (0, 1, 2, 3)
+DTYPES = ("auto", "float32", "bfloat16")
+REFERENCE_MODES = ("none", "copy", "snapshot")
+SCHEDULERS = ("constant", "linear", "cosine")
+VERIFY_MODES = ("size", "sha256")
+
+
+def _one_of(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+
+
+def _positive(name: str, value, *, allow_zero: bool = False) -> None:
+    if not (value >= 0 if allow_zero else value > 0):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+@dataclass
+class OptimConfig:
+    """Client-side torch.optim.AdamW (nothing compiles C++ ops) and its LR schedule."""
+
+    lr: float = 1e-6
+    """Peak learning rate."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW (beta1, beta2)."""
+    eps: float = 1e-8
+    """AdamW epsilon."""
+    scheduler: str = "constant"
+    """LR schedule after warm-up: "constant", "linear" (decay to min_lr_ratio) or "cosine"."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear warm-up from 0 to lr."""
+    total_steps: int = 1000
+    """Optimizer steps the decaying schedules span (ignored by "constant")."""
+    min_lr_ratio: float = 0.0
+    """Final LR of "linear" / "cosine" as a fraction of lr."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip (DeepSpeed `gradient_clipping`); 0 disables."""
+
+    def __post_init__(self) -> None:
+        _positive("OptimConfig.lr", self.lr)
+        _positive("OptimConfig.weight_decay", self.weight_decay, allow_zero=True)
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"OptimConfig.betas must be two numbers in [0, 1), got {self.betas!r}")
+        self.betas = (float(self.betas[0]), float(self.betas[1]))
+        _positive("OptimConfig.eps", self.eps)
+        _one_of("OptimConfig.scheduler", self.scheduler, SCHEDULERS)
+        _positive("OptimConfig.warmup_steps", self.warmup_steps, allow_zero=True)
+        _positive("OptimConfig.total_steps", self.total_steps)
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"OptimConfig.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        _positive("OptimConfig.grad_clip", self.grad_clip, allow_zero=True)
+
+
+@dataclass
+class BatchingConfig:
+    """How turn samples become micro-batches, mini-batches and epochs."""
+
+    token_budget: int = 16384
+    """Padded tokens per micro-batch per rank (rows x longest row). A single longer sample
+    still gets its own micro-batch."""
+    max_samples_per_micro_batch: int = 64
+    """Upper bound on rows per micro-batch (image tensors grow with rows too)."""
+    ppo_epochs: int = 1
+    """Passes over the update's samples."""
+    mini_batches: int = 1
+    """Optimizer steps per epoch: the samples are shuffled and split into this many parts."""
+    shuffle_seed: int = 0
+    """Seed of the mini-batch shuffle (combined with the update count, so resume is exact)."""
+
+    def __post_init__(self) -> None:
+        for name in ("token_budget", "max_samples_per_micro_batch", "ppo_epochs", "mini_batches"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"BatchingConfig.{name} must be >= 1, got {getattr(self, name)!r}")
+
+
+@dataclass
+class CheckpointConfig:
+    """Learner checkpoints (see `webrl.learner.checkpoint`)."""
+
+    keep_last: int = 3
+    """Complete checkpoints kept under a checkpoint root; older ones are deleted after a save."""
+    verify: str = "sha256"
+    """On load, check each file against the manifest by "size" or by "sha256" (slower, catches
+    bit rot)."""
+    export_hf: bool = True
+    """Also write the policy in Hugging Face format (`hf/`), loadable by plain transformers."""
+
+    def __post_init__(self) -> None:
+        _positive("CheckpointConfig.keep_last", self.keep_last)
+        _one_of("CheckpointConfig.verify", self.verify, VERIFY_MODES)
+
+
+@dataclass
+class LearnerConfig:
+    """The DeepSpeed learner: model, engine, objective and its pieces."""
+
+    model_path: str = ""
+    """Checkpoint folder of the policy (Hugging Face format); required."""
+    objective: str = "grpo"
+    """Objective dispatched from `webrl.algos.OBJECTIVES`: "grpo", "ppo" or "sft"."""
+    zero_stage: int = 1
+    """DeepSpeed ZeRO stage 0-3."""
+    dtype: str = "auto"
+    """Training dtype: "auto" (bfloat16 on GPU, float32 on CPU), "float32" or "bfloat16"."""
+    freeze_vision_tower: bool = False
+    """Keep the vision encoder (and its merger) fixed; its weights are then never synced."""
+    value_head: bool = False
+    """Add a linear value head on the last prompt token (PPO needs it)."""
+    reference: str = "none"
+    """Reference policy for the KL term: "none", "copy" (frozen copy of the initial policy)
+    or "snapshot" (frozen model loaded from reference_path)."""
+    reference_path: str = ""
+    """Folder of the stored reference snapshot (reference="snapshot")."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollout; log-probs are taken at the same temperature."""
+    seed: int = 0
+    """Seed of torch / numpy / random on every rank (rank added)."""
+    num_threads: int = 0
+    """torch intra-op threads per rank on CPU; 0 = the CPUs of the rank's bundle."""
+    backend: str = "auto"
+    """torch.distributed backend: "auto" (nccl on GPU, gloo on CPU), "gloo" or "nccl"."""
+    deepspeed_overrides: dict[str, Any] = field(default_factory=dict)
+    """Merged (nested) into the generated DeepSpeed config, e.g.
+    {"zero_optimization": {"stage3_param_persistence_threshold": 0}}."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Optimizer and schedule."""
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
+    """Micro-batching, epochs and mini-batches."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """Checkpoint retention and verification."""
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    """Objective config used when objective="grpo"."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """Objective config used when objective="ppo"."""
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    """Objective config used when objective="sft"."""
+
+    def __post_init__(self) -> None:
+        _one_of("LearnerConfig.objective", self.objective, OBJECTIVE_NAMES)
+        _one_of("LearnerConfig.zero_stage", self.zero_stage, ZERO_STAGES)
+        _one_of("LearnerConfig.dtype", self.dtype, DTYPES)
+        _one_of("LearnerConfig.reference", self.reference, REFERENCE_MODES)
+        _one_of("LearnerConfig.backend", self.backend, ("auto", "gloo", "nccl"))
+        _positive("LearnerConfig.temperature", self.temperature)
+        _positive("LearnerConfig.num_threads", self.num_threads, allow_zero=True)
+        if self.reference == "snapshot" and not self.reference_path:
+            raise ValueError("LearnerConfig.reference_path must name a folder when reference='snapshot'")
+        loss = getattr(self.objective_config, "loss", None)
+        if loss is not None and loss.kl_coef > 0 and loss.kl_mode == "loss" and self.reference == "none":
+            raise ValueError(f"LearnerConfig.reference must be 'copy' or 'snapshot' when "
+                             f"{self.objective}.loss.kl_coef > 0 with kl_mode='loss', got 'none'")
+        if self.objective == "ppo" and not self.value_head:
+            raise ValueError("LearnerConfig.value_head must be True when objective='ppo'")
+
+    @property
+    def objective_config(self):
+        """The config of the active objective."""
+        return getattr(self, self.objective)
+
+    def resolved_dtype(self, device_type: str) -> str:
+        if self.dtype != "auto":
+            return self.dtype
+        return "bfloat16" if device_type == "cuda" else "float32"

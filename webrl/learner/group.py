@@ -1,0 +1,222 @@
+"""`LearnerGroup`: N `LearnerWorker` ranks behind a few coarse methods.
+
+    group = LearnerGroup(config, num_ranks=2)                # Ray actors in a placement group
+    metrics = group.update(samples)                          # one policy version
+    ref = group.get_weights_ref()                            # object-store weight sync
+    group.save(f"{root}/step-{k:08d}", client_state={...}); group.load(path)
+
+The group is the controller of an update (the single-controller pattern): it plans
+mini-batches, micro-batches and the split across ranks (`webrl.learner.batching`), computes the
+loss scale over each optimizer step's samples, and asks every rank to run its part. Ranks only
+collate and run the samples they were sent.
+
+Placement: by default the group reserves its own placement group of `num_ranks` bundles
+(`resources_per_rank`, PACK). Inside a Ray Tune trial pass the trial's placement group and
+the index of the first bundle meant for the learner (`bundle_offset`). `num_ranks=1,
+use_ray=False` runs the one rank in this process (tests, notebooks).
+"""
+from __future__ import annotations
+
+import dataclasses
+import socket
+from typing import Any, Optional, Sequence
+
+from webrl.algos import full_batch_scale
+from webrl.learner.batching import mini_batch_indices, plan_update
+from webrl.learner.config import LearnerConfig
+from webrl.learner.metrics import merge_metrics
+from webrl.learner.samples import LearnerSample, scale_batch
+from webrl.learner.weights import WeightUpdate
+from webrl.learner.worker import ForwardResult, LearnerWorker, StepScale
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def node_address() -> tuple[str, int]:
+    """(this node's IP, a free TCP port on it): where rank 0's rendezvous store listens."""
+    import ray
+
+    return ray.util.get_node_ip_address(), free_port()
+
+
+class LocalRanks:
+    """One rank in the calling process."""
+
+    def __init__(self, config: LearnerConfig, num_cpus: int = 1):
+        self.workers = [LearnerWorker(config, 0, 1, "127.0.0.1", free_port(), num_cpus)]
+
+    def call(self, method: str, args_per_rank: Sequence[tuple]) -> list:
+        return [getattr(w, method)(*args) for w, args in zip(self.workers, args_per_rank)]
+
+    def shutdown(self) -> None:
+        for w in self.workers:
+            w.shutdown()
+
+
+class RayRanks:
+    """`num_ranks` LearnerWorker actors, rank r in bundle `bundle_offset + r` of a placement group."""
+
+    def __init__(self, config: LearnerConfig, num_ranks: int, resources_per_rank: dict[str, float],
+                 placement_group=None, bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None):
+        import ray
+        from ray.util.placement_group import placement_group as make_pg, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        self._owned_pg = placement_group is None
+        if placement_group is None:
+            placement_group = make_pg([dict(resources_per_rank) for _ in range(num_ranks)], strategy="PACK")
+            ray.get(placement_group.ready())
+        self.placement_group, self._remove_pg = placement_group, remove_placement_group
+        cpus, gpus = resources_per_rank.get("CPU", 1), resources_per_rank.get("GPU", 0)
+
+        def where(rank: int):
+            return PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=bundle_offset + rank)
+
+        addr, port = ray.get(ray.remote(num_cpus=0)(node_address).options(scheduling_strategy=where(0)).remote())
+        runtime_env = {"env_vars": dict(env_vars)} if env_vars else None
+        actor_cls = ray.remote(LearnerWorker)
+        self.workers = [
+            actor_cls.options(num_cpus=cpus, num_gpus=gpus, scheduling_strategy=where(r), runtime_env=runtime_env)
+            .remote(config, r, num_ranks, addr, port, int(max(1, cpus)))
+            for r in range(num_ranks)]
+        ray.get([w.pid.remote() for w in self.workers])  # surface construction errors here
+
+    def call(self, method: str, args_per_rank: Sequence[tuple]) -> list:
+        import ray
+
+        return ray.get([getattr(w, method).remote(*args) for w, args in zip(self.workers, args_per_rank)])
+
+    def shutdown(self) -> None:
+        import ray
+
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+        if self._owned_pg:
+            self._remove_pg(self.placement_group)
+
+
+class LearnerGroup:
+    """The learner as one object: update, log-probs, weights, checkpoints."""
+
+    def __init__(self, config: LearnerConfig, num_ranks: int = 1, *, use_ray: bool = True,
+                 resources_per_rank: Optional[dict[str, float]] = None, placement_group=None,
+                 bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None):
+        if num_ranks < 1:
+            raise ValueError(f"num_ranks must be >= 1, got {num_ranks}")
+        if not use_ray and num_ranks != 1:
+            raise ValueError("use_ray=False runs exactly one rank in this process; use num_ranks=1")
+        self.config, self.num_ranks = config, num_ranks
+        resources = resources_per_rank or {"CPU": 1}
+        self.ranks = (RayRanks(config, num_ranks, resources, placement_group, bundle_offset, env_vars) if use_ray
+                      else LocalRanks(config, int(resources.get("CPU", 1))))
+        self.policy_version = 0
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _all(self, method: str, *args) -> list:
+        return self.ranks.call(method, [args] * self.num_ranks)
+
+    def _plans(self, samples: Sequence[LearnerSample]):
+        """Per rank: (its samples, its micro-batches re-indexed into them)."""
+        b = self.config.batching
+        plans = plan_update([s.length for s in samples], self.num_ranks, b.token_budget,
+                            b.max_samples_per_micro_batch)
+        out = []
+        for plan in plans:
+            owned = sorted({i for mb in plan for i in mb})
+            local = {g: k for k, g in enumerate(owned)}
+            out.append((owned, [[local[i] for i in mb] for mb in plan]))
+        return out
+
+    @staticmethod
+    def _filler(samples: Sequence[LearnerSample]) -> LearnerSample:
+        return min(samples, key=lambda s: s.length)
+
+    # -- coarse methods ---------------------------------------------------------------------------
+    def compute_logprobs(self, samples: Sequence[LearnerSample], reference: bool = False) -> ForwardResult:
+        """Response log-probs (and values, with a value head) of every sample, in order."""
+        if not samples:
+            return ForwardResult([], None)
+        filler = self._filler(samples)
+        per_rank = self._plans(samples)
+        results = self.ranks.call("forward_only", [([samples[g] for g in owned], plan, filler, reference)
+                                                   for owned, plan in per_rank])
+        merged: dict[int, Any] = {}
+        for (owned, _), result in zip(per_rank, results):
+            merged.update({owned[k]: value for k, value in result.items()})
+        logprobs = [merged[i][0] for i in range(len(samples))]
+        values = [merged[i][1] for i in range(len(samples))]
+        return ForwardResult(logprobs, values if self.config.value_head else None)
+
+    def update(self, samples: Sequence[LearnerSample]) -> dict[str, float]:
+        """Train on `samples` (ppo_epochs x mini_batches optimizer steps); the weights become
+        the next policy version. Returns metrics averaged over the optimizer steps."""
+        if not samples:
+            raise ValueError("LearnerGroup.update needs at least one sample")
+        samples = self._prepare(list(samples))
+        b = self.config.batching
+        step_metrics = []
+        for epoch in range(b.ppo_epochs):
+            seed = hash((b.shuffle_seed, self.policy_version, epoch)) % 2**31
+            for indices in mini_batch_indices(len(samples), b.mini_batches, seed):
+                if indices:
+                    step_metrics.append(self._optimizer_step([samples[i] for i in indices]))
+        self.policy_version = self._all("end_update")[0]
+        metrics = {k: sum(m[k] for m in step_metrics) / len(step_metrics) for k in step_metrics[0]}
+        metrics.update(policy_version=float(self.policy_version), optimizer_steps=float(len(step_metrics)))
+        return metrics
+
+    def _prepare(self, samples: list[LearnerSample]) -> list[LearnerSample]:
+        """Attach reference log-probs (KL) and proximal log-probs (several steps or TIS)."""
+        if self.config.objective == "sft":
+            return samples
+        loss = self.config.objective_config.loss
+        steps = self.config.batching.ppo_epochs * self.config.batching.mini_batches
+        if self.config.reference != "none":
+            ref = self.compute_logprobs(samples, reference=True).logprobs
+            samples = [dataclasses.replace(s, ref_logprobs=r.tolist()) for s, r in zip(samples, ref)]
+        if steps > 1 or loss.tis_cap is not None:
+            prox = self.compute_logprobs(samples).logprobs
+            samples = [dataclasses.replace(s, proximal_logprobs=p.tolist()) for s, p in zip(samples, prox)]
+        return samples
+
+    def _optimizer_step(self, samples: Sequence[LearnerSample]) -> dict[str, float]:
+        batch, extras = scale_batch(samples)
+        scale = full_batch_scale(batch, self.config.objective_config, extras)
+        weights = scale.sample_weight.tolist()
+        filler = self._filler(samples)
+        args = [([samples[g] for g in owned], plan,
+                 StepScale([weights[g] for g in owned], float(scale.normalizer), float(scale.num_samples)), filler)
+                for owned, plan in self._plans(samples)]
+        rank_metrics = self.ranks.call("train_step", args)
+        return merge_metrics([(m, m.get("num_tokens", 0.0)) for m in rank_metrics])
+
+    def get_weights(self) -> WeightUpdate:
+        """Trainable weights with their policy version (gathered from ZeRO-3 shards)."""
+        return self._all("get_weights")[0]
+
+    def get_weights_ref(self):
+        """The same, put once into Ray's object store: hand the ref to every inference worker."""
+        import ray
+
+        return ray.put(self.get_weights())
+
+    def full_state_dict(self) -> dict:
+        return self._all("full_state_dict")[0]
+
+    def save(self, path: str, client_state: Optional[dict[str, Any]] = None) -> str:
+        """Atomic checkpoint at `path`; a `step-N` folder name also prunes to keep_last."""
+        return self._all("save", str(path), client_state or {})[0]
+
+    def load(self, path: str) -> dict[str, Any]:
+        """Resume from `path`; returns the client_state saved with it."""
+        client_state = self._all("load", str(path))[0]
+        self.policy_version = self._all("get_policy_version")[0]
+        return client_state
+
+    def shutdown(self) -> None:
+        self.ranks.shutdown()

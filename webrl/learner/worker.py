@@ -1,0 +1,296 @@
+"""`LearnerWorker`: one DeepSpeed rank (plain class; `LearnerGroup` wraps it in a Ray actor).
+
+Notation: B rows of a micro-batch, T tokens, W ranks, R a sample's response length.
+
+Exact gradient accumulation across micro-batches and ranks. The controller computes the loss
+scale (per-sample weights w_b, normaliser N) once over the whole optimizer step's samples
+(`webrl.algos.full_batch_scale`), so the micro-batch losses of all ranks *sum* to the full
+batch's loss. DeepSpeed averages gradients over the W ranks, so each rank backpropagates
+W x its micro-batch loss; the update then equals a single rank's on the same samples (up to
+float summation order). Masked filler passes (see `batching`) backpropagate 0 x output.
+
+Departure from the usual DeepSpeed loop: we own the accumulation boundary
+(`set_gradient_accumulation_boundary`, `backward(scale_wrt_gas=False)`), because the number of
+micro-batches depends on the token budget and changes from step to step.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+
+from webrl.algos import OBJECTIVES, LearnerOutputs, LossScale
+from webrl.learner import checkpoint as ckpt
+from webrl.learner.batching import RankPlan
+from webrl.learner.config import LearnerConfig
+from webrl.learner.engine import (build_optimizer, deepspeed_config, init_distributed, resolve_device,
+                                  set_distributed_env)
+from webrl.learner.metrics import merge_metrics
+from webrl.learner.model import PolicyModule, trainable_named_parameters
+from webrl.learner.samples import LearnerSample, collate
+from webrl.learner.weights import WeightUpdate, gathered
+
+
+@dataclass
+class StepScale:
+    """The loss scale of one optimizer step, restricted to a rank's samples.
+
+    sample_weight: one w_b per sample given to the rank (same order); normalizer, num_samples:
+    the full step's N and S (see `webrl.algos.aggregation`)."""
+
+    sample_weight: list[float]
+    normalizer: float
+    num_samples: float
+
+    def select(self, rows: Sequence[int]) -> LossScale:
+        return LossScale(torch.tensor([self.sample_weight[i] for i in rows], dtype=torch.float32),
+                         torch.tensor(self.normalizer, dtype=torch.float32),
+                         torch.tensor(self.num_samples, dtype=torch.float32))
+
+
+@dataclass
+class ForwardResult:
+    """Per-sample outputs of a forward-only pass, in the order of the samples given.
+    logprobs[i]: (R_i,) response log-probs; values[i]: the value estimate, or None."""
+
+    logprobs: list[np.ndarray]
+    values: Optional[list[float]] = None
+
+
+class LearnerWorker:
+    """One rank: policy (+ value head), optional frozen reference, DeepSpeed engine."""
+
+    def __init__(self, config: LearnerConfig, rank: int = 0, world_size: int = 1,
+                 master_addr: str = "127.0.0.1", master_port: int = 29500, num_cpus: int = 1):
+        import deepspeed
+
+        from webrl.models import load_model
+
+        self.config, self.rank, self.world_size = config, rank, world_size
+        set_distributed_env(rank, world_size, master_addr, master_port)
+        self.device = resolve_device()
+        if self.device.type == "cpu":
+            torch.set_num_threads(config.num_threads or max(1, num_cpus))
+        self.backend = init_distributed(config.backend, self.device)
+        ckpt.set_rng_state(_seeded_rng_state(config.seed + rank))
+        self.dtype = config.resolved_dtype(self.device.type)
+        model, self.processor = load_model(config.model_path, dtype="float32")
+        self.pad_id = _pad_id(self.processor, model)
+        module = PolicyModule(model, value_head=config.value_head, always_run_vision=config.zero_stage == 3)
+        if config.freeze_vision_tower:
+            module.freeze_vision_tower()
+        module.train()
+        optimizer, scheduler = build_optimizer(module, config.optim)
+        self.engine, _, _, self.scheduler = deepspeed.initialize(
+            model=module, optimizer=optimizer, lr_scheduler=scheduler,
+            config=deepspeed_config(config, self.dtype))
+        if config.zero_stage == 3:
+            deepspeed.zero.register_external_parameter(self.engine.module, module.model.lm_head.weight)
+        self.reference = self._build_reference()
+        self.policy_version = 0
+        self.optimizer_steps = 0
+
+    # -- set-up ---------------------------------------------------------------------------------
+    @property
+    def module(self) -> PolicyModule:
+        return self.engine.module
+
+    def _build_reference(self) -> Optional[PolicyModule]:
+        if self.config.reference == "none":
+            return None
+        from webrl.models import load_model
+
+        path = self.config.model_path if self.config.reference == "copy" else self.config.reference_path
+        model, _ = load_model(path, dtype=self.dtype, device=str(self.device))
+        reference = PolicyModule(model).eval()
+        reference.requires_grad_(False)
+        return reference
+
+    def _tensors(self, samples: Sequence[LearnerSample]):
+        batch, extras = collate(samples, self.pad_id, self.processor)
+        move = lambda t: None if t is None else t.to(self.device)  # noqa: E731
+        for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "advantages", "ref_logprobs",
+                     "group_index", "trajectory_index", "image_grid_thw"):
+            setattr(batch, name, move(getattr(batch, name)))
+        if batch.pixel_values is not None:
+            batch.pixel_values = batch.pixel_values.to(self.device, self._param_dtype())
+        for name in ("proximal_logprobs", "old_values", "returns", "action_mask", "coordinate_mask"):
+            setattr(extras, name, move(getattr(extras, name)))
+        return batch, extras
+
+    def _param_dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.dtype == "bfloat16" else torch.float32
+
+    def _forward(self, module, batch):
+        return module(batch.input_ids, batch.attention_mask, batch.loss_mask, batch.pixel_values,
+                      batch.image_grid_thw, self.config.temperature)
+
+    # -- training -------------------------------------------------------------------------------
+    def train_step(self, samples: Sequence[LearnerSample], plan: RankPlan, scale: StepScale,
+                   filler: LearnerSample) -> dict[str, float]:
+        """One optimizer step over this rank's micro-batches (indices into `samples`; [] runs
+        `filler` masked). Returns this rank's metrics (summed / token-weighted over micro-batches)."""
+        objective = OBJECTIVES[self.config.objective]
+        parts: list[tuple[dict[str, float], float]] = []
+        self.engine.train()
+        for k, rows in enumerate(plan):
+            self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
+            batch, extras = self._tensors([samples[i] for i in rows] if rows else [filler])
+            logprobs, entropy, values = self._forward(self.engine, batch)
+            if rows:
+                outputs = LearnerOutputs(logprobs, entropy, values)
+                loss, metrics = objective(outputs, batch, self.config.objective_config, extras=extras,
+                                          scale=scale.select(rows))
+                parts.append((metrics, float(batch.loss_mask.sum())))
+            else:
+                loss = 0.0 * logprobs.sum() + (0.0 * values.sum() if values is not None else 0.0)
+            self.engine.backward(loss * self.world_size, scale_wrt_gas=False)
+        self.engine.step()
+        self.optimizer_steps += 1
+        metrics = merge_metrics(parts)
+        grad_norm = self.engine.get_global_grad_norm()
+        metrics.update(grad_norm=float(grad_norm) if grad_norm is not None else 0.0,
+                       lr=float(self.scheduler.get_last_lr()[0]), micro_batches=float(len(plan)))
+        return metrics
+
+    def end_update(self) -> int:
+        """Mark the end of one `update`: the weights now form policy version + 1."""
+        self.policy_version += 1
+        return self.policy_version
+
+    def get_policy_version(self) -> int:
+        return self.policy_version
+
+    @torch.no_grad()
+    def forward_only(self, samples: Sequence[LearnerSample], plan: RankPlan, filler: LearnerSample,
+                     reference: bool = False) -> dict[int, tuple[np.ndarray, Optional[float]]]:
+        """Response log-probs (and values) of the policy, or of the frozen reference, for the
+        samples named in `plan`: {sample index: ((R,) logprobs, value or None)}."""
+        if reference and self.reference is None:
+            raise ValueError("reference log-probs were asked for but LearnerConfig.reference is 'none'")
+        module = self.reference if reference else self.engine
+        self.engine.eval()
+        out: dict[int, tuple[np.ndarray, Optional[float]]] = {}
+        for rows in plan:
+            chosen = [samples[i] for i in rows] if rows else [filler]
+            batch, _ = self._tensors(chosen)
+            logprobs, _, values = self._forward(module, batch)
+            for b, i in enumerate(rows):
+                p, n = len(chosen[b].prompt_ids), chosen[b].length
+                value = None if values is None else float(values[b])
+                out[i] = (logprobs[b, p:n].float().cpu().numpy(), value)
+        return out
+
+    # -- weights ----------------------------------------------------------------------------------
+    def full_state_dict(self) -> Optional[dict[str, torch.Tensor]]:
+        """The HF model's full state_dict on CPU (rank 0; None elsewhere). Collective under ZeRO-3."""
+        model = self.module.model
+        params = dict(model.named_parameters(remove_duplicate=False))
+        names = [k for k in model.state_dict().keys() if k in params]
+        out = {}
+        for name, tensor in gathered([(k, params[k]) for k in names], self.config.zero_stage == 3):
+            if self.rank == 0:
+                out[name] = tensor.detach().cpu().clone()
+        if self.rank == 0:
+            for name, buffer in model.state_dict().items():
+                out.setdefault(name, buffer.detach().cpu().clone())
+        return out if self.rank == 0 else None
+
+    def get_weights(self) -> Optional[WeightUpdate]:
+        """Trainable weights stamped with the policy version (rank 0; None on other ranks).
+        Collective under ZeRO-3: call on every rank."""
+        update = WeightUpdate(self.policy_version)
+        for name, tensor in gathered(trainable_named_parameters(self.module), self.config.zero_stage == 3):
+            if self.rank == 0:
+                update.names.append(name)
+                update.tensors.append(tensor.detach().cpu().clone())
+        return update if self.rank == 0 else None
+
+    def value_head_state(self) -> Optional[dict[str, torch.Tensor]]:
+        head = self.module.value_head
+        if head is None:
+            return None
+        return {name: t.detach().cpu().clone() for name, t in gathered(head.named_parameters(),
+                                                                     self.config.zero_stage == 3)}
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def save(self, path: str, client_state: Optional[dict[str, Any]] = None) -> str:
+        """Write a checkpoint to `path` atomically (collective: call on every rank)."""
+        import torch.distributed as dist
+
+        final = Path(path)
+        temp = ckpt.temp_path(final)
+        if self.rank == 0:
+            shutil.rmtree(temp, ignore_errors=True)
+            temp.mkdir(parents=True)
+        dist.barrier()
+        self.engine.save_checkpoint(str(temp / "deepspeed"), tag="state")
+        ckpt.rng_file(temp, self.rank).parent.mkdir(parents=True, exist_ok=True)
+        torch.save(ckpt.rng_state(), ckpt.rng_file(temp, self.rank))
+        state_dict = self.full_state_dict() if self.config.checkpoint.export_hf else None
+        if self.rank == 0:
+            if state_dict is not None:
+                self.module.model.save_pretrained(temp / "hf", state_dict=state_dict)
+                self.processor.save_pretrained(temp / "hf")
+            ckpt.write_state(temp, {
+                "policy_version": self.policy_version, "optimizer_steps": self.optimizer_steps,
+                "world_size": self.world_size, "zero_stage": self.config.zero_stage,
+                "client_state": client_state or {}})
+        dist.barrier()
+        if self.rank == 0:
+            ckpt.publish(temp, final)
+            if ckpt.STEP_PATTERN.match(final.name):
+                ckpt.prune_checkpoints(final.parent, self.config.checkpoint.keep_last)
+        dist.barrier()
+        return str(final)
+
+    def load(self, path: str) -> dict[str, Any]:
+        """Restore engine, optimizer, scheduler, RNG and counters from `path`; returns the
+        client_state given to `save`. Every rank verifies the files first, so a bad checkpoint
+        raises `CheckpointError` on all ranks before any collective starts."""
+        folder = Path(path)
+        ckpt.verify_checkpoint(folder, self.config.checkpoint.verify)
+        state = ckpt.read_state(folder)
+        for key, mine in (("world_size", self.world_size), ("zero_stage", self.config.zero_stage)):
+            if state.get(key) != mine:
+                raise ckpt.CheckpointError(
+                    f"{folder / ckpt.STATE_FILE}: saved with {key}={state.get(key)}, this learner has {key}={mine} "
+                    f"(DeepSpeed ZeRO shards cannot be re-partitioned here)")
+        load_path, _ = self.engine.load_checkpoint(str(folder / "deepspeed"), tag="state",
+                                                   load_optimizer_states=True, load_lr_scheduler_states=True)
+        if load_path is None:
+            raise ckpt.CheckpointError(f"DeepSpeed found no checkpoint under {folder / 'deepspeed'}")
+        ckpt.set_rng_state(ckpt.load_rng(folder, self.rank))
+        self.policy_version = int(state["policy_version"])
+        self.optimizer_steps = int(state["optimizer_steps"])
+        return dict(state.get("client_state", {}))
+
+    def shutdown(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _pad_id(processor, model) -> int:
+    pad = getattr(processor.tokenizer, "pad_token_id", None)
+    if pad is None:
+        pad = model.config.text_config.pad_token_id
+    return int(pad if pad is not None else 0)
+
+
+def _seeded_rng_state(seed: int) -> dict[str, Any]:
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return ckpt.rng_state()

@@ -40,7 +40,8 @@ READINESS_INIT_SCRIPT = r"""
 (() => {
   if (window.__webrl) return;
   const s = window.__webrl = {lastMutation: performance.now(), inflight: 0, lastNet: 0,
-                              navigating: -1e9, popupHint: -1e9, token: null, waitStart: 0};
+                              navigating: -1e9, popupHint: -1e9, blockedPopups: 0, popupBudget: 0, lastGesture: -1e9,
+                              token: null, waitStart: 0};
   const touch = () => { s.lastNet = performance.now(); };
   new MutationObserver((records) => {
     for (const r of records) {
@@ -67,8 +68,19 @@ READINESS_INIT_SCRIPT = r"""
     const target = t && (t.getAttribute('target') || (t.form && t.form.getAttribute('target')) || '');
     if (target && !['_self', '_top', '_parent'].includes(target.toLowerCase())) hintPopup();
   }, true);
+  // Our own popup blocker: one window.open per trusted click / key press, within 1 s of it; any
+  // other call returns null. (Chromium's blocker stops applying to a page once Playwright has
+  // taken a screenshot of it, and its 5 s user activation lets a timer flood through.)
+  const grant = (e) => { if (e.isTrusted) { s.popupBudget = 1; s.lastGesture = performance.now(); } };
+  addEventListener('click', grant, true);
+  addEventListener('keydown', grant, true);
   const origOpen = window.open;
-  window.open = function (...args) { hintPopup(); return origOpen.apply(this, args); };
+  window.open = function (...args) {
+    if (s.popupBudget < 1 || performance.now() - s.lastGesture > 1000) { s.blockedPopups += 1; return null; }
+    s.popupBudget -= 1;
+    hintPopup();
+    return origOpen.apply(this, args);
+  };
   // A navigation away from this document started: the next document is coming.
   addEventListener('beforeunload', () => { s.navigating = performance.now(); });
   addEventListener('pagehide', () => { s.navigating = performance.now(); });
@@ -76,21 +88,22 @@ READINESS_INIT_SCRIPT = r"""
 """
 
 # Truthy when the page is ready: {popup: whether a new tab may have been requested since the
-# last ready answer}. arg: {token, quietMs, networkCapMs, navigationGraceMs}. A navigation that
+# last ready answer, blockedPopups: window.open calls refused since then}. arg: {token, quietMs, networkCapMs, navigationGraceMs}. A navigation that
 # has not replaced this document within navigationGraceMs (blocked, turned into a download, or a
 # slow server) stops holding the wait: the page is then observed as it is.
 READINESS_PROBE = r"""
 (arg) => {
   const s = window.__webrl;
-  if (!s) return document.readyState === 'complete' && {popup: false};
+  if (!s) return document.readyState === 'complete' && {popup: false, blockedPopups: 0};
   const now = performance.now();
   if (s.token !== arg.token) { s.token = arg.token; s.waitStart = now; }
   if (now - s.navigating < arg.navigationGraceMs || document.readyState !== 'complete') return false;
   if (s.inflight > 0 && now - s.waitStart < arg.networkCapMs) return false;
   if (now - s.lastMutation < arg.quietMs) return false;
-  const popup = s.popupHint > -1e9;
+  const result = {popup: s.popupHint > -1e9, blockedPopups: s.blockedPopups};
   s.popupHint = -1e9;
-  return {popup};
+  s.blockedPopups = 0;
+  return result;
 }
 """
 
@@ -270,10 +283,14 @@ class BrowserSession:
         return _find_browser_pid(os.getpid())
 
     # -- episodes ----------------------------------------------------------------------------
-    def new_context(self) -> BrowserContext:
-        """A fresh isolated context with the readiness probe installed; downloads refused."""
+    def new_context(self, viewport: Optional[tuple[int, int]] = None) -> BrowserContext:
+        """A fresh isolated context with the readiness probe installed; downloads refused.
+
+        `viewport` (width, height) defaults to this session's config; envs sharing a session
+        pass their own.
+        """
         self.ensure_alive()
-        width, height = self.viewport
+        width, height = viewport or self.viewport
         context = self.browser.new_context(
             viewport={"width": width, "height": height}, device_scale_factor=1,
             accept_downloads=False, service_workers="block", locale="en-US",
@@ -285,7 +302,8 @@ class BrowserSession:
 def wait_until_ready(page: Page, config: BrowserConfig, timeout_s: float, token: int) -> Optional[dict]:
     """Wait until `page` is loaded, network-quiet (capped) and DOM-quiet.
 
-    Returns {"popup": bool} (a click or window.open may be opening a tab), or None when
+    Returns {"popup": bool (a click or window.open may be opening a tab), "blockedPopups": int},
+    or None when
     `timeout_s` ran out first (the caller observes the page as it is). Raises Playwright
     errors (closed / crashed page) to the caller.
     """
@@ -303,7 +321,7 @@ def wait_until_ready(page: Page, config: BrowserConfig, timeout_s: float, token:
         value = handle.json_value()
     finally:
         handle.dispose()
-    return value if isinstance(value, dict) else {"popup": False}
+    return value if isinstance(value, dict) else {"popup": False, "blockedPopups": 0}
 
 
 def evaluate_with_timeout(page: Page, function_source: str, arg: Any, timeout_s: float) -> Any:

@@ -4,7 +4,10 @@ Everything here is installed per `BrowserContext` (= per episode) and reports th
 `EpisodeEvents.notes`, which the env turns into the text feedback of the step.
 
 - Domain allowlist, enforced at the request level with `context.route`: requests to hosts
-  outside the task's allowed domains are aborted (`blockedbyclient`). `goto` and new-tab URLs are
+  outside the task's allowed domains are aborted (`blockedbyclient`). Redirect hops are not
+  routed by Playwright, so GET documents are fetched with `route.fetch(max_redirects=0)` and
+  a redirect to an outside host is refused; a second or later hop that leaves the allowlist is
+  only caught after it loaded (`guard_tab_urls` resets the tab), a known gap. `goto` and new-tab URLs are
   checked before navigating; only http(s) (and about:blank) top-level URLs are allowed, so
   file://, chrome://, data: and javascript: navigations are refused. Chromium itself refuses
   renderer-initiated top-level navigations to file:// and data: from web pages.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from webrl.envs.browser import EpisodeEvents
 
@@ -48,12 +51,18 @@ class SafetyConfig:
     """Dialogs handled in one step; more means an alert loop and the tab is closed."""
     dialog_policy: str = "accept"
     """"accept" (prompt: its default text) or "dismiss" every dialog."""
+    check_redirects: bool = True
+    """Fetch top-level documents without following redirects and refuse a redirect whose
+    Location is outside the allowlist (Playwright does not route redirect hops). Only the first
+    hop is checked at request level; later hops are caught after loading (the tab is reset)."""
+    redirect_check_timeout_s: float = 10.0
+    """Timeout of that document fetch."""
     subresource_policy: str = "allowlist"
     """"allowlist": every request must target an allowed domain; "any": only navigations
     (documents) are checked, images/scripts/XHR may come from any host (live-web CDNs)."""
 
     def __post_init__(self) -> None:
-        for name in ("step_timeout_s", "episode_timeout_s", "action_timeout_s"):
+        for name in ("step_timeout_s", "episode_timeout_s", "action_timeout_s", "redirect_check_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SafetyConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.max_tabs < 1:
@@ -150,6 +159,33 @@ def install_guards(context: Any, allowlist: DomainAllowlist, events: EpisodeEven
         events.notes.append(f"Blocked {kind} to {netloc}: outside the allowed domains")
         route.abort("blockedbyclient")
 
+    def on_document_route(route: Any) -> None:
+        # Playwright does not route the hops of a redirect: fetch the document without following
+        # redirects and refuse a Location outside the allowlist before the browser goes there.
+        try:
+            response = route.fetch(max_redirects=0, timeout=config.redirect_check_timeout_s * 1000)
+        except Exception:  # connection refused, timeout...: let the browser fail on its own
+            route.continue_()
+            return
+        location = response.headers.get("location", "")
+        if 300 <= response.status < 400 and location:
+            target = urljoin(route.request.url, location)
+            netloc = urlsplit(target).netloc
+            if urlsplit(target).scheme in ("http", "https") and not allowlist.allows_host(netloc):
+                events.notes.append(f"Blocked navigation to {netloc}: a redirect outside the allowed domains")
+                route.abort("blockedbyclient")
+                return
+        route.fulfill(response=response)
+
+    def route_request(route: Any) -> None:
+        request = route.request
+        if (config.check_redirects and request.is_navigation_request() and request.method == "GET"
+                and allowlist.allows_host(urlsplit(request.url).netloc)
+                and request.url.split(":", 1)[0].lower() in ("http", "https")):
+            on_document_route(route)
+        else:
+            on_route(route)
+
     def on_page(page: Any) -> None:
         attach_page_handlers(page, events, config)
         if len(context.pages) > config.max_tabs:
@@ -162,7 +198,7 @@ def install_guards(context: Any, allowlist: DomainAllowlist, events: EpisodeEven
             return
         events.new_pages.append(page)
 
-    context.route("**/*", on_route)
+    context.route("**/*", route_request)
     context.on("page", on_page)
 
 

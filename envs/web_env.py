@@ -22,7 +22,8 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from webrl.actions import Action, ActionError, ParseError, parse_compact
-from webrl.envs.browser import BrowserSession, EpisodeEvents, InfraError, is_responsive, wait_until_ready
+from webrl.envs.browser import (BrowserSession, EpisodeEvents, InfraError, is_responsive, viewport_size,
+                                wait_until_ready)
 from webrl.envs.config import WebEnvConfig, as_config
 from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, Tabs, execute_action
 from webrl.envs.observation import (AnyText, blank_observation, build_observation, collect_elements,
@@ -111,7 +112,9 @@ class WebEnv(gymnasium.Env):
         self.tasks = tasks
         self._owns_session = session is None
         self.session = session or BrowserSession(self.config.browser)
-        width, height = self.session.viewport
+        # launch settings come from the session's config, everything per-context from this env's
+        self.viewport = viewport_size(self.config.browser.viewport)
+        width, height = self.viewport
         self.observation_space = observation_space(height, width)
         self.action_space = AnyText(max_length=MAX_ACTION_CHARS)
         self._episode: Optional[_Episode] = None
@@ -202,7 +205,7 @@ class WebEnv(gymnasium.Env):
         if reason:
             raise ValueError(f"task {task.spec.id}: start_url {task.spec.start_url} is not allowed: {reason}")
         self.session.ensure_alive()
-        context = self.session.new_context()
+        context = self.session.new_context(self.viewport)
         events = EpisodeEvents()
         episode = _Episode(task=task, context=context, tabs=Tabs(context), events=events,
                            allowlist=allowlist, generation=self.session.generation,
@@ -254,7 +257,7 @@ class WebEnv(gymnasium.Env):
     def _action_context(self, episode: _Episode, deadline: Deadline) -> ActionContext:
         return ActionContext(
             tabs=episode.tabs, elements=episode.elements, screenshot_size=episode.screenshot_size,
-            viewport=self.session.viewport, deadline=deadline, browser=self.config.browser,
+            viewport=self.viewport, deadline=deadline, browser=self.config.browser,
             safety=self.config.safety, allowlist=episode.allowlist,
             on_new_page=lambda page: episode.events.new_pages.remove(page)
             if page in episode.events.new_pages else None)
@@ -272,7 +275,9 @@ class WebEnv(gymnasium.Env):
         notes += tabs.prune()
         opened = self._follow_new_tabs(episode, new_pages, notes)
         ready = self._wait_ready(episode, deadline)
-        if ready is not None and ready["popup"] and not opened:
+        if ready is not None and ready.get("blockedPopups"):
+            notes.append(f"Blocked {ready['blockedPopups']} popup(s) opened without a user action")
+        if ready is not None and ready.get("popup") and not opened:
             try:  # a link with target=_blank or window.open: its tab arrives a little later
                 episode.context.wait_for_event("page", timeout=deadline.timeout_ms(self.config.browser.popup_wait_s))
             except PlaywrightTimeout:
@@ -334,7 +339,7 @@ class WebEnv(gymnasium.Env):
     def _end_with_infra_error(self, episode: _Episode, parsed: Any, error: Exception, started: float):
         reason = self._classify(episode, error)
         self._close_episode()
-        width, height = self.session.viewport
+        width, height = self.viewport
         obs = blank_observation(height, width, episode.task.spec.goal, episode.steps,
                                 feedback="The episode ended because of an infrastructure error",
                                 error=reason)

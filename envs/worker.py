@@ -90,7 +90,7 @@ class EnvWorker:
         try:
             obs, info = env.reset(seed=seed, options=options)
         except InfraError as error:
-            width, height = self.session.viewport
+            width, height = env.viewport
             obs = blank_observation(height, width, goal="", step=0, error=str(error))
             info = {"elements": [], "infra_error": f"reset_failed: {error}",
                     "truncation_reason": "infra_error", "task_id": "", "reward_details": {}, "action": None}

@@ -1,7 +1,7 @@
 """Live-web task loaders: Online-Mind2Web JSON, WebVoyager JSONL and DeepShop JSONL.
 
-Each row becomes a `LiveWebTask`: a `TaskSpec` (goal, start URL, allowed domains, provenance)
-whose `reward` is always None, because only a judge (WebJudge, DeepShop's judge) can score a
+Each row becomes a `LiveWebTask` (the env's own, from web_env): a `TaskSpec` (goal, start URL,
+allowed domains, provenance) whose `reward` is always None, because only a judge (WebJudge, DeepShop's judge) can score a
 live website. Rows are validated before any task is built; every bad row is reported with its
 line number (JSONL: the physical line; JSON array: the line where the item starts, and its
 index) in one `TaskLoadError`, so a data-set typo is fixed in one pass instead of one per run.
@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 from urllib.parse import urlparse
 
-from webrl.envs.task import BaseTask, TaskSpec
+from webrl.envs.task import TaskSpec
+from webrl.envs.web_env import LiveWebTask  # reward None: a judge scores live sites
 
 FORMATS = ("online_mind2web", "webvoyager", "deepshop")
 LEVEL_WORDS = {"easy": 0, "medium": 1, "hard": 2}
@@ -43,17 +44,6 @@ class TaskLoadError(ValueError):
         self.problems = list(problems)
         lines = [f"{path}:{line}: {message}" for line, message in self.problems]
         super().__init__(f"{len(self.problems)} bad row(s) in {path}:\n" + "\n".join(lines))
-
-
-class LiveWebTask(BaseTask):
-    """A task on the live web: the env opens `spec.start_url`; `reward` is None (needs a judge).
-
-    `setup` does nothing beyond what the shell does (navigate to the start URL): live sites
-    cannot be reset or seeded. There is no oracle.
-    """
-
-    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
-        return None
 
 
 @dataclass

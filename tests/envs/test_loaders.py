@@ -99,3 +99,23 @@ def test_live_tasks_need_a_judge_and_sample_from_a_source():
     assert drawn == {t.spec.id for t in tasks}  # 40 uniform draws over 3 tasks hit all of them
     with pytest.raises(ValueError, match="tasks"):
         LiveWebTaskSource([])
+
+
+@pytest.mark.browser
+def test_loaded_task_runs_in_web_env_and_needs_a_judge(tmp_path):
+    from webrl.envs import WebEnv
+    from webrl.envs.miniwob import miniwob_base_url
+
+    # A WebVoyager row whose "website" is a local page (tests never reach the live web).
+    url = miniwob_base_url() + "miniwob/click-test.html"
+    path = tmp_path / "local.jsonl"
+    path.write_text(f'{{"web_name": "Local", "id": "L-1", "ques": "Say hello.", "web": "{url}"}}\n')
+    (task,) = load_tasks(path)
+    env = WebEnv(config={"browser": {"viewport": "small"}}, tasks=LiveWebTaskSource([task]))
+    try:
+        obs, info = env.reset(seed=0)
+        assert obs["goal"] == "Say hello." and obs["url"] == url and info["task_id"] == "webvoyager/L-1"
+        obs, reward, terminated, truncated, info = env.step('answer("hello")')
+        assert terminated and reward == 0.0 and info["needs_judge"] is True and info["answer"] == "hello"
+    finally:
+        env.close()

@@ -12,6 +12,10 @@ GOALS = ["click the blue button", "type hello into the search box", "open the ca
 ACTIONS = ["click(12)", 'type(3, "hello")', "click(7)", "scroll(down)", 'select(4, "b")', "press(Enter)"]
 
 
+#: the smart_resize bounds of LearnerConfig's (and PromptConfig's) defaults
+SIZE = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280}
+
+
 def screenshot(seed: int, width: int = 112, height: int = 84) -> Image:
     rng = np.random.default_rng(seed)
     return Image.from_array(rng.integers(0, 255, (height, width, 3), dtype=np.uint8))
@@ -28,7 +32,8 @@ def make_samples(processor, n: int = 6, images: bool = True, seed: int = 0) -> l
         text = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
                                              tokenize=False)
         imgs = [screenshot(seed * 100 + i)] if images else []
-        enc = processor(text=[text], images=[im.to_pil() for im in imgs] or None, return_tensors="pt")
+        kwargs = dict(images=[im.to_pil() for im in imgs], size=SIZE) if imgs else {}
+        enc = processor(text=[text], return_tensors="pt", **kwargs)
         prompt = enc["input_ids"][0].tolist()
         response = tok(ACTIONS[(i + seed) % len(ACTIONS)] + "<|im_end|>", add_special_tokens=False)["input_ids"]
         out.append(LearnerSample(prompt, response, images=imgs, advantage=1.0 if i % 2 == 0 else -1.0,

@@ -130,6 +130,11 @@ class LearnerConfig:
     """Folder of the stored reference snapshot (reference="snapshot")."""
     temperature: float = 1.0
     """Sampling temperature of the rollout; log-probs are taken at the same temperature."""
+    image_min_pixels: int = 56 * 56
+    """smart_resize lower bound on screenshot area; must equal the rollout policy's
+    `PromptConfig.min_pixels` so pixel grids match the prompt's image tokens."""
+    image_max_pixels: int = 28 * 28 * 1280
+    """smart_resize upper bound on screenshot area; must equal `PromptConfig.max_pixels`."""
     seed: int = 0
     """Seed of torch / numpy / random on every rank (rank added)."""
     num_threads: int = 0
@@ -160,6 +165,9 @@ class LearnerConfig:
         _one_of("LearnerConfig.backend", self.backend, ("auto", "gloo", "nccl"))
         _positive("LearnerConfig.temperature", self.temperature)
         _positive("LearnerConfig.num_threads", self.num_threads, allow_zero=True)
+        if not 0 < self.image_min_pixels <= self.image_max_pixels:
+            raise ValueError(f"LearnerConfig.image_min_pixels / image_max_pixels need 0 < min <= max, got "
+                             f"{self.image_min_pixels}, {self.image_max_pixels}")
         if self.reference == "snapshot" and not self.reference_path:
             raise ValueError("LearnerConfig.reference_path must name a folder when reference='snapshot'")
         loss = getattr(self.objective_config, "loss", None)

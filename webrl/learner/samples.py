@@ -92,23 +92,35 @@ def samples_from_trajectories(trajectories: Sequence[Trajectory], advantages: Se
     return out
 
 
-#: (images, processor) -> (pixel_values (sum of patches, C*t*p*p), image_grid_thw (I, 3)).
-ImageEncoder = Callable[[Sequence[Image], Any], tuple[Tensor, Tensor]]
-
-
-def encode_images(images: Sequence[Image], processor: Any) -> tuple[Tensor, Tensor]:
-    """Image bytes -> (pixel_values, image_grid_thw) with the processor's own smart_resize and
-    pixel budget, i.e. the same call the rollout policy's processor makes."""
-    out = processor.image_processor(images=[im.to_pil() for im in images], return_tensors="pt")
+def encode_images(images: Sequence[Image], processor: Any, min_pixels: int, max_pixels: int
+                  ) -> tuple[Tensor, Tensor]:
+    """Image bytes -> (pixel_values (patches, C*t*p*p), image_grid_thw (I, 3)) through the
+    processor with the same smart_resize bounds as the rollout policy
+    (`webrl.policy.GeneratorPolicy.encode` passes size={shortest_edge: min, longest_edge: max})."""
+    out = processor.image_processor(images=[im.to_pil() for im in images], return_tensors="pt",
+                                    size={"shortest_edge": min_pixels, "longest_edge": max_pixels})
     return out["pixel_values"], out["image_grid_thw"]
 
 
+def check_image_tokens(input_ids: Tensor, image_grid_thw: Tensor, image_token_id: int, merge: int) -> None:
+    """Raise if the prompt's image placeholders do not match the pixel grids (a different pixel
+    budget than the rollout's, or images missing from a sample)."""
+    placeholders = int((input_ids == image_token_id).sum())
+    from_grid = int(image_grid_thw.prod(dim=1).sum()) // (merge * merge)
+    if placeholders != from_grid:
+        raise ValueError(
+            f"the prompts hold {placeholders} image tokens but the encoded images give {from_grid}: "
+            f"LearnerConfig.image_min_pixels / image_max_pixels must equal the rollout policy's "
+            f"PromptConfig.min_pixels / max_pixels, and every sample must carry its prompt's images")
+
+
 def collate(samples: Sequence[LearnerSample], pad_id: int, processor: Any = None,
-            image_encoder: ImageEncoder = encode_images) -> tuple[Batch, BatchExtras]:
+            pixels: tuple[int, int] = (56 * 56, 28 * 28 * 1280)) -> tuple[Batch, BatchExtras]:
     """Right-padded `Batch` (B, T) and the `BatchExtras` (PPO values, SFT masks) of `samples`.
 
     loss_mask is 1 on response tokens; old_logprobs / advantages are 0 off it. Images are
-    encoded in sample order, so pixel_values line up with the image tokens of input_ids.
+    encoded in sample order with smart_resize bounds `pixels` = (min, max), so pixel_values line
+    up with the image tokens of input_ids.
     """
     if not samples:
         raise ValueError("collate needs at least one sample")
@@ -143,7 +155,7 @@ def collate(samples: Sequence[LearnerSample], pad_id: int, processor: Any = None
     if images:
         if processor is None:
             raise ValueError("collate got samples with images but no processor to encode them")
-        pixel_values, image_grid_thw = image_encoder(images, processor)
+        pixel_values, image_grid_thw = encode_images(images, processor, *pixels)
     batch = Batch(
         input_ids=input_ids, attention_mask=attention_mask, loss_mask=loss_mask, old_logprobs=old_logprobs,
         advantages=advantages,

@@ -38,6 +38,10 @@ class WeightUpdate:
         if len(self.names) != len(self.tensors):
             raise ValueError(f"WeightUpdate has {len(self.names)} names for {len(self.tensors)} tensors")
 
+    def as_dict(self) -> dict[str, Tensor]:
+        """name -> tensor, the form `webrl.rollout.InferenceWorker.set_weights` takes."""
+        return dict(zip(self.names, self.tensors))
+
     @property
     def num_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors)

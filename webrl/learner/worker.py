@@ -32,7 +32,7 @@ from webrl.learner.engine import (build_optimizer, deepspeed_config, init_distri
                                   set_distributed_env)
 from webrl.learner.metrics import merge_metrics
 from webrl.learner.model import PolicyModule, trainable_named_parameters
-from webrl.learner.samples import LearnerSample, collate
+from webrl.learner.samples import LearnerSample, check_image_tokens, collate
 from webrl.learner.weights import WeightUpdate, gathered
 
 
@@ -112,7 +112,11 @@ class LearnerWorker:
         return reference
 
     def _tensors(self, samples: Sequence[LearnerSample]):
-        batch, extras = collate(samples, self.pad_id, self.processor)
+        batch, extras = collate(samples, self.pad_id, self.processor,
+                                (self.config.image_min_pixels, self.config.image_max_pixels))
+        if batch.image_grid_thw is not None:
+            check_image_tokens(batch.input_ids, batch.image_grid_thw, self.module.model.config.image_token_id,
+                               self.module.model.config.vision_config.spatial_merge_size)
         move = lambda t: None if t is None else t.to(self.device)  # noqa: E731
         for name in ("input_ids", "attention_mask", "loss_mask", "old_logprobs", "advantages", "ref_logprobs",
                      "group_index", "trajectory_index", "image_grid_thw"):

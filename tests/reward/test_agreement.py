@@ -62,3 +62,15 @@ def test_judge_agreement_main_on_a_jsonl_file(tmp_path, capsys):
     assert "agreement 1.000" in printed and "judge action_history via scripted" in printed
     report = json.loads((tmp_path / "report.json").read_text())
     assert (report["tp"], report["tn"], report["judged"]) == (2, 2, 4)
+
+
+def test_truth_from_the_rollout_reward_field_and_the_hint(tmp_path, capsys):
+    trajs = [done_trajectory(task_id="a"), done_trajectory(task_id="b")]
+    trajs[0].reward, trajs[1].reward = 1.0, 0.0  # what a sandbox rollout stores: the checker's reward
+    path = tmp_path / "run.jsonl"
+    save_trajectories(path, trajs)
+    backend = ScriptedBackend(lambda m: "Verdict: SUCCESS")
+    assert judge_agreement_main(JudgeAgreementConfig(trajectories=str(path)), backend=backend) == 2
+    assert "pass truth_key=reward" in capsys.readouterr().out
+    assert judge_agreement_main(JudgeAgreementConfig(trajectories=str(path), truth_key="reward"), backend=backend) == 0
+    assert "agreement 0.500" in capsys.readouterr().out  # judge says success twice; truth 1, 0

@@ -26,9 +26,13 @@ from webrl.types import Trajectory
 
 
 def checker_truth(key: str = "task_reward", threshold: float = 0.5) -> Callable[[Trajectory], Optional[bool]]:
-    """Truth = `info[key] >= threshold`; None where the checker recorded nothing."""
+    """Truth = `info[key] >= threshold`; None where the checker recorded nothing.
+
+    key "reward" reads `Trajectory.reward` instead: right for a sandbox rollout file written
+    before any judge ran, whose rewards are the checkers' (the rollout stores them there).
+    """
     def truth(traj: Trajectory) -> Optional[bool]:
-        value = traj.info.get(key)
+        value = traj.reward if key == "reward" else traj.info.get(key)
         return None if value is None else float(value) >= threshold
     return truth
 

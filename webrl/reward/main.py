@@ -15,7 +15,8 @@ class JudgeAgreementConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Which judge and backend to evaluate (`reward.judge`, `reward.backend`, ...)."""
     truth_key: str = "task_reward"
-    """`Trajectory.info` key holding the checker's reward."""
+    """`Trajectory.info` key holding the checker's reward, or "reward" to read
+    `Trajectory.reward` (a sandbox rollout file scored by the checkers, before any judge)."""
     truth_threshold: float = 0.5
     """Checker rewards >= this count as success."""
     only_done: bool = True
@@ -44,6 +45,9 @@ def judge_agreement_main(config: JudgeAgreementConfig, backend=None) -> int:
     print(f"judge {judge.name} via {judge.backend.identity} on {len(trajectories)} trajectories "
           f"from {config.trajectories}")
     print(report.format())
+    if not report.judged and report.no_truth:
+        print(f"no trajectory has a checker outcome under {config.truth_key!r}; for a sandbox rollout "
+              f"file whose rewards are the checkers', pass truth_key=reward")
     if config.output:
         write_report(report, config.output)
     return 0 if report.judged else 2

@@ -196,8 +196,13 @@ class RolloutCoordinator:
             if result.terminated or result.truncated:
                 break
         traj.turns = history
-        traj.reward = float(result.reward) if history and result.terminated else (0.0 if history else None)
-        traj.info.update(terminated=bool(result.terminated), truncated=not result.terminated)
+        # The env's checker outcome; None when only a judge can tell (live web). A reward
+        # function (webrl.reward) turns it, or a judge's verdict, into traj.reward later.
+        needs_judge = bool(result.info.get("needs_judge"))
+        task_reward = None if needs_judge else (float(result.reward) if result.terminated else 0.0)
+        traj.reward = task_reward
+        traj.info.update(terminated=bool(result.terminated), truncated=not result.terminated,
+                         task_reward=task_reward, needs_judge=needs_judge)
         traj.reward_details = dict(result.info.get("reward_details") or {})
         return traj
 

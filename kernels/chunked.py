@@ -20,8 +20,10 @@ so  g_z = g_lp·1[v = target] - p·(g_lp + g_S·(z - L + S)),  then  g_h += g_z 
 g_W += g_zᵀ h / τ.  Vocabulary is the outer loop so each chunk of grad_W is finished (in
 float32) and written once; grad_h is a float32 (N, H) accumulator.
 
-Peak working memory is a few (Cn, Cv) float32 blocks plus one (Cv, H) float32 copy of the
-weight chunk and the (N, H) float32 hidden/grad_h, instead of several (N, V) float32 tensors.
+Peak working memory is two (Cn, Cv) float32 blocks (the block helpers work in place), a
+float32 copy of the (Cv, H) weight chunk (a view when the weight is float32) and in backward its
+(Cv, H) gradient accumulator, plus the (N, H) float32 hidden / grad_h, instead of several
+(N, V) float32 tensors.
 
 Departures: matmuls run on float32 copies of each chunk, so bf16 inputs give logits accumulated
 and kept in float32 (the naive `(h @ Wᵀ).float()` rounds logits to bf16 first). The Triton

@@ -168,6 +168,8 @@ def token_logprobs(
     if flat_targets.numel() and (flat_targets.min() < 0 or flat_targets.max() >= lm_head_weight.shape[0]):
         raise ValueError(f"targets must lie in [0, {lm_head_weight.shape[0]}) where computed")
     backend = resolve_backend(hidden.device, config.backend)
+    if flat_targets.numel() == 0:
+        backend = "torch"  # nothing to compute (all masked): skip empty kernel grids
     inv_temp = 1.0 / float(temperature)
     if backend == "triton":
         logprobs, entropy = _run_triton(flat_hidden, lm_head_weight, flat_targets, inv_temp, config)

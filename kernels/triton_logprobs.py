@@ -20,6 +20,7 @@ Kernels:
 Each output row has exactly one writer, so backward is deterministic (no atomics), at the
 cost of recomputing the logits twice in backward and read-modify-writes of float32 rows.
 
+Row offsets are computed in int64 (V·H passes 2^31 for large vocabularies × hidden sizes).
 Masked lanes: vocab lanes ≥ V get z = NEG_LARGE (finite, so exp gives 0 and 0·z stays 0, where
 -inf would give NaN); token lanes ≥ N load zeros and are never stored.
 
@@ -59,9 +60,9 @@ def _logits_tile(h_ptr, w_ptr, offs_n, offs_v, n_mask, v_mask, H, inv_temp,
     for k in range(0, H, BLOCK_H):
         offs_h = k + tl.arange(0, BLOCK_H)
         h_mask = offs_h < H
-        h = tl.load(h_ptr + offs_n[:, None] * H + offs_h[None, :],
+        h = tl.load(h_ptr + offs_n[:, None].to(tl.int64) * H + offs_h[None, :],
                     mask=n_mask[:, None] & h_mask[None, :], other=0.0)
-        w = tl.load(w_ptr + offs_v[:, None] * H + offs_h[None, :],
+        w = tl.load(w_ptr + offs_v[:, None].to(tl.int64) * H + offs_h[None, :],
                     mask=v_mask[:, None] & h_mask[None, :], other=0.0)
         acc = _dot(h, tl.trans(w), acc, DOT_PRECISION, UPCAST_DOT)
     z = acc * inv_temp
@@ -144,9 +145,9 @@ def _grad_hidden_kernel(h_ptr, w_ptr, tgt_ptr, lse_ptr, ent_ptr, glp_ptr, gent_p
         for k in range(0, H, BLOCK_H):
             offs_h = k + tl.arange(0, BLOCK_H)
             h_mask = offs_h < H
-            w = tl.load(w_ptr + offs_v[:, None] * H + offs_h[None, :],
+            w = tl.load(w_ptr + offs_v[:, None].to(tl.int64) * H + offs_h[None, :],
                         mask=v_mask[:, None] & h_mask[None, :], other=0.0)
-            gh_ptrs = gh_ptr + offs_n[:, None] * H + offs_h[None, :]
+            gh_ptrs = gh_ptr + offs_n[:, None].to(tl.int64) * H + offs_h[None, :]
             io_mask = n_mask[:, None] & h_mask[None, :]
             acc = tl.load(gh_ptrs, mask=io_mask, other=0.0)
             acc = _dot(grad_z, w, acc, DOT_PRECISION, UPCAST_DOT)
@@ -173,9 +174,9 @@ def _grad_weight_kernel(h_ptr, w_ptr, tgt_ptr, lse_ptr, ent_ptr, glp_ptr, gent_p
         for k in range(0, H, BLOCK_H):
             offs_h = k + tl.arange(0, BLOCK_H)
             h_mask = offs_h < H
-            h = tl.load(h_ptr + offs_n[:, None] * H + offs_h[None, :],
+            h = tl.load(h_ptr + offs_n[:, None].to(tl.int64) * H + offs_h[None, :],
                         mask=n_mask[:, None] & h_mask[None, :], other=0.0)
-            gw_ptrs = gw_ptr + offs_v[:, None] * H + offs_h[None, :]
+            gw_ptrs = gw_ptr + offs_v[:, None].to(tl.int64) * H + offs_h[None, :]
             io_mask = v_mask[:, None] & h_mask[None, :]
             acc = tl.load(gw_ptrs, mask=io_mask, other=0.0)
             acc = _dot(grad_zt, h, acc, DOT_PRECISION, UPCAST_DOT)

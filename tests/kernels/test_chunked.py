@@ -102,3 +102,11 @@ def test_logprob_only_loss_and_frozen_weight():
     (ref_logprobs * a).sum().backward()
     torch.testing.assert_close(h1.grad, h2.grad, **FP32_TOL)
     assert weight.grad is None
+
+
+def test_all_masked_gives_zeros_and_zero_grads():
+    hidden, weight, targets, a, b = make_inputs(0, 8, 50, seed=9, batch_shape=(2, 3))
+    mask = torch.zeros(2, 3, dtype=torch.bool)
+    out = run(lambda h, w, t, **k: token_logprobs(h, w, t, mask=mask), hidden, weight, targets, a, b)
+    assert (out.logprobs == 0).all() and (out.entropy == 0).all()
+    assert (out.grad_hidden == 0).all() and (out.grad_weight == 0).all()

@@ -154,13 +154,21 @@ class LearnerWorker:
             else:
                 loss = 0.0 * logprobs.sum() + (0.0 * values.sum() if values is not None else 0.0)
             self.engine.backward(loss * self.world_size, scale_wrt_gas=False)
+        stage0_norm = self._grad_norm() if self.config.zero_stage == 0 else None
         self.engine.step()
         self.optimizer_steps += 1
         metrics = merge_metrics(parts)
-        grad_norm = self.engine.get_global_grad_norm()
+        grad_norm = stage0_norm if stage0_norm is not None else self.engine.get_global_grad_norm()
         metrics.update(grad_norm=float(grad_norm) if grad_norm is not None else 0.0,
                        lr=float(self.scheduler.get_last_lr()[0]), micro_batches=float(len(plan)))
         return metrics
+
+    def _grad_norm(self) -> float:
+        """Global L2 norm of the (already all-reduced) gradients before clipping; DeepSpeed
+        reports it only for ZeRO 1-3."""
+        grads = [p.grad.detach().float() for p in self.module.parameters() if p.grad is not None]
+        return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) \
+            if grads else 0.0
 
     def end_update(self) -> int:
         """Mark the end of one `update`: the weights now form policy version + 1."""

@@ -1,0 +1,181 @@
+"""One learner rank in this process (no Ray): log-probs, micro-batch equivalence, SFT, export,
+corrupt checkpoints, weight sync into the rollout's InferenceWorker.
+
+The module shares one SFT learner (ZeRO 0, frozen vision tower, temperature 0.7) because
+building a DeepSpeed engine costs seconds; tests that change its weights restore a checkpoint.
+"""
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from tests.learner.helpers import learner_config, make_samples
+from webrl.learner import CheckpointError, LearnerGroup, LearnerSample
+from webrl.learner.config import BatchingConfig
+from webrl.models import load_model
+
+pytestmark = pytest.mark.slow
+T = 0.7
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_qwen25vl_path, tmp_path_factory):
+    _, processor = load_model(tiny_qwen25vl_path)
+    config = learner_config(tiny_qwen25vl_path, objective="sft", zero_stage=0, temperature=T,
+                            freeze_vision_tower=True, batching=BatchingConfig(token_budget=10_000))
+    group = LearnerGroup(config, 1, use_ray=False)
+    root = tmp_path_factory.mktemp("local-ckpt")
+    initial = group.save(str(root / "initial"))
+    yield group, processor, make_samples(processor, 6), initial, root
+    group.shutdown()
+
+
+def naive_logprobs(model, processor, sample: LearnerSample, temperature: float) -> torch.Tensor:
+    """log softmax(full logits / T) of the response tokens: what the kernel path must equal."""
+    from tests.learner.helpers import SIZE
+
+    ids = torch.tensor([sample.prompt_ids + sample.response_ids])
+    kwargs = {}
+    if sample.images:
+        enc = processor.image_processor(images=[im.to_pil() for im in sample.images], size=SIZE, return_tensors="pt")
+        kwargs = dict(pixel_values=enc["pixel_values"], image_grid_thw=enc["image_grid_thw"],
+                      mm_token_type_ids=(ids == model.config.image_token_id).int())
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs).logits[0]  # (P+R, V)
+    p, r = len(sample.prompt_ids), len(sample.response_ids)
+    logp = torch.log_softmax(logits[p - 1:p + r - 1].double() / temperature, -1)  # (R, V)
+    return logp.gather(-1, ids[0, p:, None]).squeeze(-1).float()
+
+
+def test_logprobs_equal_full_logits_reference(setup, tiny_qwen25vl_path):
+    group, processor, samples, _, _ = setup
+    model, _ = load_model(tiny_qwen25vl_path)
+    mixed = samples[:3] + make_samples(processor, 2, images=False, seed=3)  # with and without images
+    result = group.compute_logprobs(mixed)
+    for sample, got in zip(mixed, result.logprobs):
+        assert got.shape == (len(sample.response_ids),)
+        torch.testing.assert_close(torch.from_numpy(got), naive_logprobs(model, processor, sample, T),
+                                   atol=2e-5, rtol=0)
+
+
+def _trainable(group):
+    return {k: v for k, v in group.full_state_dict().items() if not k.startswith("model.visual")}
+
+
+def test_micro_batched_update_equals_one_micro_batch(setup):
+    """token_budget 10000 (one micro-batch of 6 rows) vs 80 (each sample alone: 6 micro-batches,
+    gradient accumulated with the full-batch scale): the same step up to float summation order."""
+    group, _, samples, initial, _ = setup
+    group.load(initial)
+    metrics_one = group.update(samples)
+    one = _trainable(group)
+    group.load(initial)
+    group.config.batching = BatchingConfig(token_budget=80)
+    try:
+        metrics_many = group.update(samples)
+    finally:
+        group.config.batching = BatchingConfig(token_budget=10_000)
+    many = _trainable(group)
+    assert metrics_one["micro_batches"] == 1 and metrics_many["micro_batches"] == 6
+    assert metrics_one["loss"] == pytest.approx(metrics_many["loss"], rel=1e-5)
+    for name in one:
+        torch.testing.assert_close(one[name], many[name], atol=1e-6, rtol=0, msg=name)
+
+
+def test_sft_loss_falls_and_vision_tower_stays_frozen(setup):
+    group, _, samples, initial, _ = setup
+    group.load(initial)
+    before = group.full_state_dict()
+    losses = [group.update(samples)["loss"] for _ in range(4)]
+    assert losses[-1] < losses[0] - 0.1, losses  # lr 1e-3 on 6 fixed samples: NLL drops fast
+    after = group.full_state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if k.startswith("model.visual"))
+    assert not torch.equal(before["lm_head.weight"], after["lm_head.weight"])
+    names = group.get_weights().names
+    assert names and not any(n.startswith("model.visual") for n in names)
+
+
+def test_export_loads_with_plain_transformers_in_fresh_process(setup, tmp_path):
+    group, processor, samples, initial, root = setup
+    group.load(initial)
+    group.update(samples)
+    path = group.save(str(root / "step-00000001"), {"cursor": 3})
+    sample = samples[0]
+    ids = torch.tensor([sample.prompt_ids + sample.response_ids])
+    from tests.learner.helpers import SIZE
+
+    enc = processor.image_processor(images=[im.to_pil() for im in sample.images], size=SIZE, return_tensors="pt")
+    inputs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=enc["pixel_values"],
+                  image_grid_thw=enc["image_grid_thw"])
+    torch.save(inputs, tmp_path / "inputs.pt")
+    model = group.ranks.workers[0].module.model
+    model.eval()
+    with torch.no_grad():
+        expected = model(**inputs, mm_token_type_ids=(ids == model.config.image_token_id).int()).logits
+    script = textwrap.dedent(f"""
+        import torch
+        from transformers import AutoModelForImageTextToText
+        model = AutoModelForImageTextToText.from_pretrained({path + '/hf'!r}, dtype=torch.float32).eval()
+        inputs = torch.load({str(tmp_path / 'inputs.pt')!r})
+        mm = (inputs["input_ids"] == model.config.image_token_id).int()
+        with torch.no_grad():
+            logits = model(**inputs, mm_token_type_ids=mm).logits
+        torch.save(logits, {str(tmp_path / 'logits.pt')!r})
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+    torch.testing.assert_close(torch.load(tmp_path / "logits.pt"), expected, atol=1e-5, rtol=0)
+    state = json.loads((root / "step-00000001" / "learner_state.json").read_text())
+    assert state["client_state"] == {"cursor": 3} and state["policy_version"] == 1
+
+
+def test_corrupt_and_partial_checkpoints_fail_naming_the_file(setup, tmp_path):
+    group, _, _, initial, root = setup
+    path = group.save(str(root / "step-00000002"))
+    states = next((root / "step-00000002" / "deepspeed").rglob("*model_states.pt"))
+    data = bytearray(states.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    states.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=str(states.name) + " does not match its sha256"):
+        group.load(path)
+    (root / "step-00000002" / "manifest.json").unlink()
+    with pytest.raises(CheckpointError, match="partial checkpoint: .*manifest.json is missing"):
+        group.load(path)
+    group.load(initial)  # the learner is still usable after a refused load
+
+
+def test_inference_worker_logprobs_equal_learner_after_set_weights(setup, tiny_qwen25vl_path):
+    from tests.policy.helpers import observation
+    from webrl.policy import PolicyRequest, SamplingConfig
+    from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
+    from webrl.rollout.engines import GeneratorEngine
+    from webrl.rollout.inference import InferenceWorker
+
+    group, _, samples, initial, _ = setup
+    group.load(initial)
+    for _ in range(2):
+        group.update(samples)  # the learner's weights now differ from the checkpoint on disk
+    update = group.get_weights()
+    assert update.version == group.policy_version
+    model, processor = load_model(tiny_qwen25vl_path)
+    policy = GeneratorPolicy(model, processor, GeneratorConfig(sampling=SamplingConfig(temperature=T,
+                                                                                       max_new_tokens=8)))
+    worker = InferenceWorker(GeneratorEngine(policy))
+    requests = [PolicyRequest(observation(0, size=(320, 200))), PolicyRequest(observation(2, size=(200, 320)))]
+
+    def turns():
+        torch.manual_seed(0)
+        return [(obs, d) for obs, (d, _) in zip([r.observation for r in requests], worker.act(requests))]
+
+    stale = turns()
+    stale_learner = group.compute_logprobs([LearnerSample.from_turn(d.to_turn(o)) for o, d in stale]).logprobs
+    assert any(not torch.allclose(torch.tensor(d.logprobs), torch.from_numpy(lp), atol=1e-3)
+               for (_, d), lp in zip(stale, stale_learner))  # before the sync they disagree
+    worker.set_weights(update.as_dict(), update.version)
+    assert worker.version == update.version
+    fresh = turns()
+    learner = group.compute_logprobs([LearnerSample.from_turn(d.to_turn(o)) for o, d in fresh]).logprobs
+    for (_, d), lp in zip(fresh, learner):
+        torch.testing.assert_close(torch.from_numpy(lp), torch.tensor(d.logprobs), atol=1e-4, rtol=0)

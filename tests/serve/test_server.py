@@ -184,3 +184,15 @@ def test_config_validation_names_the_field():
 def test_stop_strings_cut_the_reply():
     assert _cut_at_stop("abc STOP def END", ["END", "STOP"]) == ("abc ", True)
     assert _cut_at_stop("abc", ["x"]) == ("abc", False)
+
+
+def test_engine_serves_a_qwen3_vl_checkpoint_too(tiny_qwen3vl_path):
+    from webrl.serve import LocalChatEngine
+
+    engine = LocalChatEngine.from_pretrained(tiny_qwen3vl_path)
+    messages = [ChatMessage("system", ("You judge.",)), ChatMessage("user", ("Page:", screenshot(3, size=(96, 64))))]
+    prompt = engine.prepare(messages)
+    text_only = engine.prepare([messages[0], ChatMessage("user", ("Page:",))])
+    assert prompt.num_tokens > text_only.num_tokens  # the image expanded into visual tokens
+    out = engine.generate(prompt, SamplingParams(max_tokens=3))
+    assert out.prompt_tokens == prompt.num_tokens and 1 <= out.completion_tokens <= 3

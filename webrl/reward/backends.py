@@ -77,7 +77,7 @@ class OpenAIBackendConfig:
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the API key; unset or empty = no Authorization header."""
     timeout_s: float = 120.0
-    """Per-attempt timeout (connect + read) in seconds."""
+    """Per-attempt timeout in seconds, applied to connecting and to each read (httpx semantics)."""
     max_retries: int = 3
     """Retries after a timeout, connection error, 429 or 5xx (other 4xx are not retried)."""
     backoff_s: float = 1.0
@@ -120,6 +120,11 @@ class OpenAIChatBackend:
         self._client = httpx.Client(timeout=config.timeout_s, trust_env=False,
                                     limits=httpx.Limits(max_connections=config.max_concurrency))
         self.stats = {"requests": 0, "retries": 0}
+        self._stats_lock = threading.Lock()
+
+    def _count(self, name: str) -> None:
+        with self._stats_lock:
+            self.stats[name] += 1
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.config.api_key_env, "") if self.config.api_key_env else ""
@@ -129,7 +134,7 @@ class OpenAIChatBackend:
         delay = min(self.config.backoff_max_s, self.config.backoff_s * 2 ** attempt) * (0.5 + random.random() / 2)
         if retry_after and retry_after.replace(".", "", 1).isdigit():
             delay = min(self.config.backoff_max_s, max(delay, float(retry_after)))
-        self.stats["retries"] += 1
+        self._count("retries")
         self._sleep(delay)
 
     def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float) -> Completion:
@@ -143,7 +148,7 @@ class OpenAIChatBackend:
             retry_after = None
             try:
                 with self._slots:
-                    self.stats["requests"] += 1
+                    self._count("requests")
                     response = self._client.post(url, json=payload, headers=self._headers())
             except httpx.TimeoutException as e:
                 last = JudgeBackendError("judge_timeout", f"no reply from {url} within {self.config.timeout_s} s ({e!r})")

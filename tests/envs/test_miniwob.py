@@ -181,3 +181,20 @@ def test_gymnasium_make_builds_a_working_env(session):
         assert terminated and reward == 1.0
     finally:
         env.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_check_env_passes_on_a_registered_id(session):
+    from gymnasium.utils.env_checker import check_env
+
+    register_miniwob_envs()
+    env = gymnasium.make("webrl/miniwob.enter-text-v0", config={"browser": {"viewport": "small"}},
+                         session=session, disable_env_checker=True)
+    try:
+        # Same seed -> same problem and pixels (reset determinism); random action strings
+        # become last_action_error, not exceptions. The close check re-makes the env from its
+        # spec, which cannot deep-copy the shared session, so it is skipped.
+        check_env(env.unwrapped, skip_render_check=True, skip_close_check=True)
+    finally:
+        env.close()

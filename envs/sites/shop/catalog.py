@@ -124,7 +124,15 @@ def sort_products(products: list[Product], sort: str, seed: int = 0) -> list[Pro
         return sorted(products, key=lambda p: (-p.rating, -p.reviews, p.id))
     if sort == "reviews":
         return sorted(products, key=lambda p: (-p.reviews, p.id))
-    return sorted(products, key=lambda p: (p.id * 2654435761 + seed * 40503) % 4294967291)
+    return list(_featured(tuple(sorted(products, key=lambda p: p.id)), seed))
+
+
+@lru_cache(maxsize=256)
+def _featured(products: tuple[Product, ...], seed: int) -> list[Product]:
+    """A per-episode order (shuffled by the episode seed) standing in for "featured"."""
+    order = list(products)
+    random.Random(f"featured-{seed}").shuffle(order)
+    return order
 
 
 def filter_products(products: list[Product], *, query: str = "", category: str = "",

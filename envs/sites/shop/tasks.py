@@ -168,8 +168,8 @@ def gen_checkout(rng, split, seed):
     fields = {"full_name": f"{first} {last}", "email": f"{first.lower()}.{last.lower()}@example.com",
               "address": f"{rng.randint(2, 180)} {rng.choice(STREETS)}", "city": city, "postal_code": postal}
     shipping = rng.choice(("standard", "express")) if qty == 1 else "standard"
-    many = f"{qty} × " if qty > 1 else ""
-    goal = (f"Buy {many}the {p.name} ({_variant_phrase(p, size, colour)}) and ship it to {fields['full_name']}, "
+    many, it = (f"{qty} of ", "them") if qty > 1 else ("", "it")
+    goal = (f"Buy {many}the {p.name} ({_variant_phrase(p, size, colour)}) and ship {it} to {fields['full_name']}, "
             f"{fields['address']}, {city} {postal}. Email: {fields['email']}."
             + (" Use express shipping." if shipping == "express" else ""))
     return goal, "/shop/", {"kind": "checkout", "pid": p.id, "size": size, "colour": colour, "qty": qty,

@@ -149,14 +149,15 @@ def oracle_pick_flight(params, obs):
     return _select_flight(params, obs)
 
 
-def _filter_step(params, obs):
+def _filter_step(params, obs, use_sort: bool = True):
+    """Apply the task's filters (and, at level 1, its sort), then select the flight."""
     q = url_query(obs)
     if params.get("nonstop") and q.get("nonstop") != "1":
         el = find(obs, dom_id="nonstop")
         return click(el) if el is not None else scroll_down()
     if params.get("airline") and q.get("airline") != params["airline"]:
         return ensure_selected(find(obs, dom_id="airline"), params["airline"]) or scroll_down()
-    if q.get("sort", "departure") != params["sort"] and params["sort"] != "departure":
+    if use_sort and q.get("sort", "departure") != params["sort"] and params["sort"] != "departure":
         return ensure_selected(find(obs, dom_id="sort"), SORTS[params["sort"]]) or scroll_down()
     return _select_flight(params, obs)
 
@@ -193,7 +194,7 @@ def oracle_search_book(params, obs):
         el = find(obs, dom_id="confirm-booking")
         return click(el) if el is not None else scroll_down()
     if path == "/travel/flights":
-        return _filter_step(params, obs)
+        return _filter_step(params, obs, use_sort=False)
     steps = (lambda: _city_step(obs, "from", params["from"]), lambda: _city_step(obs, "to", params["to"]),
              lambda: ensure_value(find(obs, dom_id="depart"), params["date"]),
              lambda: ensure_selected(find(obs, dom_id="passengers"), f"{params['pax']} adult" + ("" if params["pax"] == "1" else "s")),

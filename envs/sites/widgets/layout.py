@@ -67,8 +67,7 @@ SPLIT_BY_LABEL = ("button", "link", "checkbox", "slider")
 
 
 def in_split(values, split: str, salt: str) -> list:
-    picked = [v for v in values if split_of(v if isinstance(v, str) else v[0], salt) == split]
-    return picked or list(values)
+    return [v for v in values if split_of(v if isinstance(v, str) else v[0], salt) == split]
 
 
 def new_control(rng: random.Random, kind: str, used: set[str], split: str = "") -> dict:
@@ -79,6 +78,8 @@ def new_control(rng: random.Random, kind: str, used: set[str], split: str = "") 
     pool = [x for x in pools[kind] if label_of(x) not in used]
     if split and kind in SPLIT_BY_LABEL:
         pool = [x for x in pool if split_of(label_of(x), f"widgets-{kind}") == split] or pool
+    elif split and kind in ("radio", "select", "tabs"):  # some option (not the initial tab) in the split
+        pool = [x for x in pool if in_split(x[1] if kind != "tabs" else x[1:], split, "widgets-option")]
     item = rng.choice(pool)
     label = label_of(item)
     used.add(label)

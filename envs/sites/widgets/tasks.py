@@ -26,7 +26,9 @@ SUBMIT_LABELS = ("Submit", "Send", "Save changes", "Continue", "Done", "Register
 
 def _pick_option(rng, control, split, avoid=""):
     options = [o for o in in_split(control["options"], split, "widgets-option") if o != avoid]
-    return rng.choice(options or [o for o in control["options"] if o != avoid])
+    if not options:
+        raise ValueError(f"no {split} option in {control['label']!r}: build the control with split={split!r}")
+    return rng.choice(options)
 
 
 def _value(rng, split):
@@ -127,7 +129,7 @@ def gen_two_checks(rng, split, seed):
 
 def gen_select_type(rng, split, seed):
     used: set[str] = set()
-    sel, text, sub = new_control(rng, "select", used), new_control(rng, "text", used, split), _submit(rng, used)
+    sel, text, sub = new_control(rng, "select", used, split), new_control(rng, "text", used, split), _submit(rng, used)
     option, value = _pick_option(rng, sel, split), _value(rng, split)
     layout = finish_layout(rng, [sel, text, sub], rng.randint(4, 6), used)
     goal = (f'Choose "{option}" for {sel["label"]} and type "{value}" in "{text["label"]}", '
@@ -139,7 +141,7 @@ def gen_select_type(rng, split, seed):
 def gen_form(rng, split, seed):
     used: set[str] = set()
     texts = [new_control(rng, "text", used, split) for _ in range(rng.randint(2, 4))]
-    sel, radio = new_control(rng, "select", used), new_control(rng, "radio", used)
+    sel, radio = new_control(rng, "select", used, split), new_control(rng, "radio", used, split)
     box = new_control(rng, "checkbox", used, split)
     sub = _submit(rng, used)
     wanted = [(t, _value(rng, split)) for t in texts]

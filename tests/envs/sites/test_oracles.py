@@ -1,0 +1,55 @@
+"""Oracle solvers: success on sampled tasks of every site and level, and path lengths that
+match the levels (0: one step, 1: two to four, 2: five to fifteen; a final `stop()` is not a
+step, a final `answer(...)` is).
+
+The default run drives a few tasks per site and level through `WebEnv`; the slow sweep runs
+100 tasks per site and level (a third from the test split) with the light runner
+(helpers.light_episode: same element collection, no screenshots) and requires >= 99%.
+"""
+import pytest
+
+from webrl.envs.sites.demos import run_oracle_episode
+from webrl.envs.sites.source import SITE_NAMES, make_task
+from tests.envs.sites.helpers import light_episode
+
+STEP_RANGE = {0: (1, 1), 1: (2, 4), 2: (5, 15)}
+
+
+def _steps(actions: list[str]) -> int:
+    return sum(not a.startswith("stop(") for a in actions)
+
+
+def _split(seed: int) -> str:
+    return "test" if seed % 3 == 0 else "train"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("site", SITE_NAMES)
+def test_oracle_through_webenv(site_env, site):
+    for level in (0, 1, 2):
+        task = make_task(site, level, "train" if level != 1 else "test", 100 + level)
+        result = run_oracle_episode(site_env, task, record_images=level == 0)
+        actions = [t.response_text for t in result.trajectory.turns]
+        assert result.infra_error is None
+        assert result.reward == 1.0, (task.spec.goal, actions, task.last_details)
+        lo, hi = STEP_RANGE[level]
+        assert lo <= _steps(actions) <= hi, (task.spec.goal, actions)
+        if level == 0:
+            assert result.trajectory.turns[0].images[0].size == (640, 480)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.parametrize("site", SITE_NAMES)
+def test_oracle_success_100_per_level(light_page, site):
+    for level in (0, 1, 2):
+        failures, lengths = [], []
+        for seed in range(100):
+            task = make_task(site, level, _split(seed), seed)
+            reward, actions = light_episode(light_page, task)
+            lengths.append(_steps(actions))
+            if reward != 1.0:
+                failures.append((task.spec.id, task.spec.goal, actions, task.last_details))
+        assert len(failures) <= 1, failures          # >= 99 of 100
+        lo, hi = STEP_RANGE[level]
+        assert lo <= min(lengths) and max(lengths) <= hi, (site, level, sorted(set(lengths)))

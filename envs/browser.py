@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -136,6 +137,9 @@ class BrowserConfig:
     """Stop waiting for in-flight fetch/XHR after this long (long-polling pages never go quiet)."""
     dom_quiet_ms: float = 30.0
     """The DOM must stay unchanged this long before the page counts as ready."""
+    responsive_probe_s: float = 2.0
+    """A page that does not run a trivial script within this long after a timed-out action or
+    readiness wait counts as stuck (its tab is closed, the episode truncated)."""
     popup_wait_s: float = 1.0
     """After a click on a target=_blank link or a window.open call, wait this long for the tab."""
     navigation_grace_s: float = 1.0
@@ -144,7 +148,7 @@ class BrowserConfig:
     def __post_init__(self) -> None:
         viewport_size(self.viewport)  # raises with the allowed values
         for name in ("launch_timeout_s", "load_timeout_s", "ready_timeout_s", "network_quiet_cap_s",
-                     "navigation_grace_s", "popup_wait_s"):
+                     "navigation_grace_s", "popup_wait_s", "responsive_probe_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"BrowserConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.dom_quiet_ms < 0:
@@ -209,11 +213,39 @@ class EpisodeEvents:
         return notes, pages
 
 
+# Sync Playwright allows one driver per thread; every BrowserSession of a thread shares it.
+_THREAD_DRIVER = threading.local()
+
+
+def _acquire_playwright() -> Playwright:
+    state = getattr(_THREAD_DRIVER, "state", None)
+    if state is None:
+        manager = sync_playwright()
+        state = {"manager": manager, "playwright": manager.start(), "users": 0}
+        _THREAD_DRIVER.state = state
+    state["users"] += 1
+    return state["playwright"]
+
+
+def _release_playwright() -> None:
+    state = getattr(_THREAD_DRIVER, "state", None)
+    if state is None:
+        return
+    state["users"] -= 1
+    if state["users"] <= 0:
+        _THREAD_DRIVER.state = None
+        try:
+            state["manager"].__exit__(None, None, None)
+        except Exception:  # the driver may already be gone
+            pass
+
+
 class BrowserSession:
     """One Chromium for one worker process; `new_context()` per episode.
 
     Not thread-safe (sync Playwright): use it from one thread, as Ray sync actors do
-    (max_concurrency=1).
+    (max_concurrency=1). Sessions of one thread share one Playwright driver (sync Playwright
+    allows one per thread), each with its own Chromium.
     """
 
     def __init__(self, config: Optional[BrowserConfig] = None):
@@ -221,14 +253,12 @@ class BrowserSession:
         self.viewport = viewport_size(self.config.viewport)
         self.generation = 0
         self._playwright: Optional[Playwright] = None
-        self._manager = None
         self._browser: Optional[Browser] = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         if self._playwright is None:
-            self._manager = sync_playwright()
-            self._playwright = self._manager.start()
+            self._playwright = _acquire_playwright()
         if self._browser is None:
             executable = resolve_executable(self.config.executable_path, self._playwright)
             self._browser = self._playwright.chromium.launch(
@@ -269,12 +299,9 @@ class BrowserSession:
             except Exception:
                 pass
             self._browser = None
-        if self._manager is not None:
-            try:
-                self._manager.__exit__(None, None, None)
-            except Exception:
-                pass
-            self._manager = self._playwright = None
+        if self._playwright is not None:
+            self._playwright = None
+            _release_playwright()
 
     def browser_pid(self) -> Optional[int]:
         """PID of the Chromium browser process this session launched (None if not running)."""

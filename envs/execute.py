@@ -161,7 +161,7 @@ def execute_action(action: Action, ctx: ActionContext) -> str:
     try:
         return handler(action, ctx)
     except PlaywrightTimeout as error:
-        if not page.is_closed() and not is_responsive(page, min(1.0, max(ctx.deadline.remaining(), 0.1))):
+        if not page.is_closed() and not is_responsive(page, min(ctx.browser.responsive_probe_s, max(ctx.deadline.remaining(), 0.1))):
             raise PageUnresponsive(f"the page stopped responding during {action.kind}") from error
         raise ActionFailed(f"{action.kind} timed out: {_summarize(error)}") from error
     except PlaywrightError as error:

@@ -71,7 +71,7 @@ def observation_space(height: int, width: int) -> spaces.Dict:
     fields: dict[str, spaces.Space] = {
         "screenshot": spaces.Box(0, 255, shape=(height, width, 3), dtype=np.uint8)}
     for key in TEXT_KEYS:
-        fields[key] = AnyText(max_length=MAX_TEXT_CHARS)
+        fields[key] = AnyText(min_length=0, max_length=MAX_TEXT_CHARS)
     fields["step"] = spaces.Discrete(MAX_STEP_INDEX)
     return spaces.Dict(fields)
 

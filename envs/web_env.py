@@ -311,7 +311,7 @@ class WebEnv(gymnasium.Env):
         ready = wait_until_ready(page, self.config.browser,
                                  deadline.timeout_s(self.config.browser.ready_timeout_s),
                                  token=episode.steps)
-        if ready is None and not is_responsive(page, min(1.0, max(deadline.remaining(), 0.1))):
+        if ready is None and not is_responsive(page, min(self.config.browser.responsive_probe_s, max(deadline.remaining(), 0.1))):
             raise PageUnresponsive("the page stopped responding (a script may be looping)")
         return ready
 

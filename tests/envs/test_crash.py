@@ -1,0 +1,71 @@
+"""Crash recovery: a killed Chromium or a crashed renderer ends the episode with infra_error
+(truncated, never an exception), and the next reset works on a relaunched browser."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from webrl.envs import BrowserSession
+from tests.envs.helpers import element_id, make_env, spec
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def own_session():
+    """A browser of this test alone: killing it must not disturb the shared one."""
+    session = BrowserSession()
+    session.start()
+    yield session
+    session.close()
+
+
+def test_killed_browser_gives_infra_error_then_recovers(own_session, fixture_server):
+    env = make_env(own_session, step_timeout_s=10.0)
+    try:
+        _, info = env.reset(options={"task": spec(fixture_server)})
+        pid = own_session.browser_pid()
+        assert pid is not None and pid != os.getpid()
+        generation = own_session.generation
+        os.kill(pid, signal.SIGKILL)  # the Chromium main process this session launched
+        obs, reward, terminated, truncated, info = env.step(f"click({element_id(info, 'btn')})")
+        assert (reward, terminated, truncated) == (0.0, False, True)
+        assert info["infra_error"].startswith("browser_crashed"), info["infra_error"]
+        assert info["truncation_reason"] == "infra_error" and obs["last_action_error"] == info["infra_error"]
+        assert obs in env.observation_space  # a blank observation of the right shape
+        assert own_session.generation == generation + 1 and own_session.is_alive()
+        _, info = env.reset(options={"task": spec(fixture_server)})
+        obs, _, _, truncated, _ = env.step(f"click({element_id(info, 'btn')})")
+        assert not truncated and env.page.inner_text("#out") == "clicked 1"
+    finally:
+        env.close()
+
+
+def test_browser_killed_between_episodes_reset_relaunches(own_session, fixture_server):
+    env = make_env(own_session)
+    try:
+        env.reset(options={"task": spec(fixture_server)})
+        os.kill(own_session.browser_pid(), signal.SIGKILL)
+        obs, info = env.reset(options={"task": spec(fixture_server)})
+        assert obs["title"] == "Basic fixture" and own_session.is_alive()
+    finally:
+        env.close()
+
+
+def test_crashed_renderer_gives_infra_error(own_session, fixture_server):
+    env = make_env(own_session, step_timeout_s=10.0)
+    try:
+        _, info = env.reset(options={"task": spec(fixture_server)})
+        try:  # test-side navigation (the env itself refuses chrome:// URLs)
+            env.page.goto("chrome://crash", timeout=5000)
+        except Exception:
+            pass
+        obs, reward, terminated, truncated, info = env.step("wait(0)")
+        assert truncated and info["infra_error"].startswith("page_crashed"), info["infra_error"]
+        assert own_session.is_alive()  # only the renderer died
+        obs, info = env.reset(options={"task": spec(fixture_server)})
+        assert obs["title"] == "Basic fixture"
+    finally:
+        env.close()

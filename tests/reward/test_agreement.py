@@ -74,3 +74,26 @@ def test_truth_from_the_rollout_reward_field_and_the_hint(tmp_path, capsys):
     assert "pass truth_key=reward" in capsys.readouterr().out
     assert judge_agreement_main(JudgeAgreementConfig(trajectories=str(path), truth_key="reward"), backend=backend) == 0
     assert "agreement 0.500" in capsys.readouterr().out  # judge says success twice; truth 1, 0
+
+
+def test_webrl_judge_agreement_cli_against_a_served_judge(tmp_path, capsys):
+    from webrl.cli import main
+    from webrl.serve import ServeConfig, ServerThread, create_app
+
+    from .fixtures import STUB_LIMITS
+    from .helpers import StubEngine, user_text
+
+    trajs = [done_trajectory(task_id=f"t{i}", answer=f"answer {i}", info={"task_reward": float(i % 2)})
+             for i in range(4)]
+    path = tmp_path / "traj.jsonl"
+    save_trajectories(path, trajs)
+    engine = StubEngine(lambda m: "Verdict: SUCCESS" if "answer 1" in user_text(m) else "Verdict: NOT SUCCESS")
+    with ServerThread(create_app(engine, ServeConfig(**STUB_LIMITS))) as server:
+        code = main(["judge-agreement", str(path), f"reward.openai.base_url={server.url}/v1",
+                     "reward.openai.model=stub", "reward.judge=action_history"])
+    out = capsys.readouterr().out
+    # truth 0,1,0,1; judge 0,1,0,0 -> tn 2, tp 1, fn 1
+    assert code == 0 and "agreement 0.750" in out and len(engine.seen) == 4
+    assert main(["judge-agreement", "--keys"]) == 0
+    keys = capsys.readouterr().out
+    assert "reward.webjudge.score_threshold" in keys and "reward.openai.api_key_env" in keys

@@ -32,6 +32,8 @@ NEVER_SUCCESS = [
     "unsuccessful",
     "The task was unsuccessful.\nSuccess: no",
     "Status: success\nStatus: the page never loaded",  # an invalid verdict line voids the reply
+    "Verdict: SUCCESS\nOn reflection:\nNOT SUCCESS",  # a bare final verdict that disagrees
+    "Status: \"success\"\nFAILURE",
 ]
 
 

@@ -15,8 +15,8 @@ Rules, in order:
      punctuation, must equal (case-insensitively) a word in SUCCESS_WORDS or FAILURE_WORDS,
      otherwise the line is invalid and the reply has no verdict.
   3. All verdict lines must agree; two different verdicts -> no verdict.
-  4. With no labelled line, the last non-empty line alone, stripped the same way, may be a
-     bare value.
+  4. The last non-empty line alone, stripped the same way, may be a bare value; it counts as
+     one more verdict (so a bare "NOT SUCCESS" after "Verdict: SUCCESS" is a conflict).
   5. Anything else -> None ("unparseable"): the caller decides what that means (the judges
      drop the sample by default; see `JudgeConfig.on_unparseable`).
 
@@ -71,16 +71,18 @@ def parse_verdict(text: str) -> Optional[bool]:
         return None
     body = strip_thinking(text)
     verdicts: list[Optional[bool]] = []
-    for line in body.splitlines():
+    lines = [ln for ln in body.splitlines() if ln.strip()]
+    for line in lines:
         m = _LINE.match(line)
         if m and m.group(1).strip().lower() in VERDICT_LABELS:
             verdicts.append(_word_verdict(m.group(2)))
-    if verdicts:
-        if any(v is None for v in verdicts) or len(set(verdicts)) != 1:
-            return None
-        return verdicts[0]
-    lines = [ln for ln in body.splitlines() if ln.strip()]
-    return _word_verdict(lines[-1]) if lines else None
+    if lines:  # a bare verdict as the last line counts too (and must agree with labelled ones)
+        bare = _word_verdict(lines[-1])
+        if bare is not None:
+            verdicts.append(bare)
+    if not verdicts or any(v is None for v in verdicts) or len(set(verdicts)) != 1:
+        return None
+    return verdicts[0]
 
 
 _SCORE_LINE = re.compile(r"^[\s>#*_`-]*score[\s*_`]*[:：]\s*[\s*_`]*([1-5])(?:\s*/\s*5)?[\s*_`.]*$",

@@ -1,8 +1,8 @@
 """Config layering and the errors a user sees for typos, wrong types and bad presets."""
 import pytest
 
-from webrl.config import (ConfigError, ModelConfig, WebRLConfig, describe, field_docs, list_presets,
-                          load_config)
+from webrl.config import ConfigError, ModelConfig, describe, field_docs, list_presets, load_config
+from webrl.train_config import WebRLConfig
 
 
 def test_defaults_preset_and_overrides_layer_in_order(tmp_path):

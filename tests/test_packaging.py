@@ -63,3 +63,18 @@ def test_wheel_has_no_top_level_envs_algos_kernels(tmp_path):
     for pkg in _declared_packages():
         assert pkg.replace(".", "/") + "/__init__.py" in names, pkg
     assert "webrl/configs/default.yaml" in names
+
+
+@pytest.mark.slow
+def test_wheel_ships_templates_prompts_and_scripts(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(ROOT)], check=True, timeout=300)
+    (wheel,) = tmp_path.glob("webrl-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {p.relative_to(ROOT) for folder in ("envs", "webrl")
+                for p in (ROOT / folder).rglob("*")
+                if p.is_file() and p.suffix in {".html", ".txt", ".yaml", ".js", ".css"}
+                and "__pycache__" not in p.parts}
+    for rel in expected:
+        installed = ("webrl/" + str(rel)) if rel.parts[0] == "envs" else str(rel)
+        assert installed in names, f"{rel} is not in the wheel"

@@ -40,7 +40,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "config": Command("show the resolved training config, its presets or its documented keys",
-                      "webrl.config:WebRLConfig", "webrl.cli:show_config"),
+                      "webrl.train_config:WebRLConfig", "webrl.cli:show_config"),
     "serve": Command("serve a local Qwen-VL checkpoint over an OpenAI-compatible /v1/chat/completions API",
                      "webrl.serve.app:ServeConfig", "webrl.serve.app:serve_main", positional="model_path"),
     "view": Command("write the static HTML trajectory viewer of a run folder",

@@ -1,7 +1,8 @@
 """Structured configs: one dataclass per component, YAML presets, `key=value` overrides.
 
 Every component declares its own small dataclass (a docstring string under each field,
-validation in `__post_init__`) next to its code; `WebRLConfig` only composes them. A run's
+validation in `__post_init__`) next to its code; `webrl.train_config.WebRLConfig` only
+composes them. A run's
 config is built in three layers, later ones winning::
 
     dataclass defaults  <-  preset YAML (webrl/configs/<name>.yaml or a path)  <-  key=value overrides
@@ -17,7 +18,7 @@ import difflib
 import inspect
 import textwrap
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
@@ -78,14 +79,6 @@ class ModelConfig:
             raise ConfigError("model.tiny_hidden and model.tiny_layers must be positive")
 
 
-@dataclass
-class WebRLConfig:
-    """The whole run: one section per component; each component receives only its section."""
-
-    run: RunConfig = field(default_factory=RunConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-
-
 # ---------------------------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------------------------
@@ -137,7 +130,7 @@ def _explain(exc: OmegaConfBaseException, schema: type, source: str) -> ConfigEr
     return ConfigError(f"config key {full_key!r} (from {source}) expects {expected}: {exc.msg}")
 
 
-def load_config(schema: type[T] = WebRLConfig, preset: str | Path | None = None,
+def load_config(schema: type[T], preset: str | Path | None = None,
                 overrides: Sequence[str] = ()) -> T:
     """Build a `schema` instance from defaults, an optional preset and `key=value` overrides."""
     cfg = OmegaConf.structured(schema)
@@ -190,7 +183,7 @@ def field_docs(schema: type) -> dict[str, str]:
     return docs
 
 
-def describe(schema: type = WebRLConfig, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+def describe(schema: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
     """(key, type, default, doc) for every leaf field, for `webrl config`."""
     rows = []
     hints = typing.get_type_hints(schema)

@@ -142,7 +142,13 @@ class InferenceActor:
     async def act_one(self, request: PolicyRequest) -> tuple[Decision, int]:
         return await self.worker.act_one(request)
 
-    async def set_weights(self, weights: Mapping[str, Any], version: int) -> int:
+    async def set_weights(self, weights: Any, version: Optional[int] = None) -> int:
+        """`weights`: name -> tensor with `version`, or a learner `WeightUpdate` (carries both;
+        hand the learner's object-store ref to every worker so the bytes travel once)."""
+        if hasattr(weights, "as_dict"):
+            weights, version = weights.as_dict(), weights.version if version is None else version
+        if version is None:
+            raise ValueError("set_weights needs a version")
         return await self.worker.set_weights_async(weights, version)
 
     async def version(self) -> int:

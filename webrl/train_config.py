@@ -1,0 +1,159 @@
+"""`WebRLConfig`: the whole run, composed of each component's own config section.
+
+Each component receives only its section: the env workers `env`, the rollout coordinator
+`rollout`, the inference workers `generator` + `inference`, the learner `learner`, the reward
+`reward`. This module adds only what belongs to the job itself: which tasks, how many
+actors, and the stages of the loop. Defaults are the embedded CPU default (sandbox sites, tiny
+model); presets in webrl/configs/ change them (`--config NAME`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from webrl.config import ConfigError, ModelConfig, RunConfig
+from webrl.envs.worker import EnvWorkerConfig
+from webrl.learner.config import LearnerConfig
+from webrl.policy import GeneratorConfig
+from webrl.reward import RewardConfig
+from webrl.rollout import InferenceConfig, RolloutConfig
+
+STAGES = ("sft", "rl", "eval")
+TASK_SOURCES = ("sandbox",)
+
+
+@dataclass
+class TasksConfig:
+    source: str = "sandbox"
+    """Where tasks come from: sandbox (the project's local sites)."""
+    sites: list[str] = field(default_factory=lambda: ["widgets"])
+    """Sandbox sites to train and evaluate on: any of shop, travel, wiki, widgets."""
+    train_levels: list[int] = field(default_factory=lambda: [0])
+    """Difficulty levels of training tasks (0: one step, 1: 2-4 steps, 2: 5-15 steps)."""
+    eval_levels: list[int] = field(default_factory=lambda: [0])
+    """Difficulty levels of the held-out evaluation tasks (test split: unseen entities)."""
+    tasks_per_iteration: int = 4
+    """Distinct tasks per RL iteration; each is sampled rollout.group_size times."""
+    eval_tasks: int = 16
+    """Held-out tasks per evaluation (greedy decoding, one trajectory each)."""
+
+    def __post_init__(self) -> None:
+        if self.source not in TASK_SOURCES:
+            raise ConfigError(f"tasks.source must be one of {TASK_SOURCES}, got {self.source!r}")
+        if self.tasks_per_iteration < 1 or self.eval_tasks < 0:
+            raise ConfigError("tasks.tasks_per_iteration must be >= 1 and tasks.eval_tasks >= 0")
+
+
+@dataclass
+class ResourcesConfig:
+    ray_address: str = ""
+    """Ray cluster to join ("auto", "ray://..."); empty = the job's cluster if inside one, else local."""
+    num_cpus: int = 0
+    """Logical CPUs of a local Ray instance; 0 = max(4, this machine's cores) (actors mostly wait)."""
+    num_env_workers: int = 1
+    """EnvWorker actors (one Chromium each; env.num_slots episodes each)."""
+    num_inference_workers: int = 1
+    """InferenceWorker actors for rollouts (plus one greedy worker for evaluation)."""
+    learner_ranks: int = 1
+    """DeepSpeed ranks of the learner."""
+    cpus_per_env_worker: float = 1.0
+    """Ray CPUs reserved per EnvWorker."""
+    cpus_per_inference_worker: float = 1.0
+    """Ray CPUs reserved per InferenceWorker."""
+    gpus_per_inference_worker: float = 0.0
+    """GPUs per InferenceWorker (0 on CPU machines)."""
+    cpus_per_learner_rank: float = 1.0
+    """Ray CPUs per learner rank."""
+    gpus_per_learner_rank: float = 0.0
+    """GPUs per learner rank (0 on CPU machines)."""
+
+    def __post_init__(self) -> None:
+        if min(self.num_env_workers, self.num_inference_workers, self.learner_ranks) < 1:
+            raise ConfigError("resources: num_env_workers, num_inference_workers and learner_ranks must be >= 1")
+
+
+@dataclass
+class SFTStageConfig:
+    demos: int = 48
+    """Oracle demonstrations recorded from the training split for the SFT stage."""
+    demo_levels: list[int] = field(default_factory=lambda: [0])
+    """Levels the demonstrations are drawn from."""
+    demos_dir: str = ""
+    """Use demonstrations already recorded here (`webrl demos --out DIR`) instead of recording."""
+    epochs: int = 3
+    """Passes over the demonstrations."""
+    learner: LearnerConfig = field(default_factory=lambda: LearnerConfig(objective="sft"))
+    """Learner settings of the SFT stage (its objective is sft)."""
+
+    def __post_init__(self) -> None:
+        if self.demos < 0 or self.epochs < 1:
+            raise ConfigError("sft.demos must be >= 0 and sft.epochs >= 1")
+        if self.learner.objective != "sft":
+            raise ConfigError(f"sft.learner.objective must be 'sft', got {self.learner.objective!r}")
+
+
+@dataclass
+class TrainerConfig:
+    stages: list[str] = field(default_factory=lambda: ["sft", "rl"])
+    """Stages in order: sft, rl. Evaluation runs before the first and after the last stage."""
+    iterations: int = 4
+    """RL iterations (collect -> reward -> advantages -> update -> sync)."""
+    eval_every: int = 0
+    """Also evaluate every N RL iterations (0: only before and after)."""
+    checkpoint_every: int = 1
+    """Checkpoint every N RL iterations (the last one always)."""
+    log_every: int = 1
+    """Print the metrics table every N iterations."""
+
+    def __post_init__(self) -> None:
+        bad = [s for s in self.stages if s not in STAGES]
+        if bad:
+            raise ConfigError(f"trainer.stages entries must be among {STAGES}, got {bad}")
+        if self.iterations < 0 or self.eval_every < 0 or self.checkpoint_every < 1 or self.log_every < 1:
+            raise ConfigError("trainer.iterations/eval_every must be >= 0; checkpoint_every/log_every >= 1")
+
+
+def _default_env() -> EnvWorkerConfig:
+    return EnvWorkerConfig(num_slots=4, env={"browser": {"viewport": "640x480"}})
+
+
+def _default_learner() -> LearnerConfig:
+    from webrl.learner.config import OptimConfig
+
+    return LearnerConfig(objective="grpo", optim=OptimConfig(lr=1e-4))
+
+
+@dataclass
+class WebRLConfig:
+    """The whole run; each component receives only its own section."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    """Run folder, seed, resume."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Policy checkpoint (or a tiny random-init model)."""
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    """Which tasks to train and evaluate on."""
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    """Ray cluster and actor counts."""
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    """Stages and iteration counts of the loop."""
+    sft: SFTStageConfig = field(default_factory=SFTStageConfig)
+    """Supervised stage on oracle demonstrations."""
+    env: EnvWorkerConfig = field(default_factory=_default_env)
+    """Every EnvWorker (slots per browser, viewport, time limits, safety)."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Group size, horizon, timeouts, retries."""
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    """Prompting and sampling of the rollout policy."""
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    """Dynamic batching of inference requests."""
+    learner: LearnerConfig = field(default_factory=_default_learner)
+    """RL learner (objective grpo or ppo, DeepSpeed ZeRO stage, optimizer, batching)."""
+    reward: RewardConfig = field(default_factory=lambda: RewardConfig(kind="programmatic"))
+    """Reward: the sandbox checker by default; judges for live-web tasks."""
+
+    def __post_init__(self) -> None:
+        for name, section in (("learner", self.learner), ("sft.learner", self.sft.learner)):
+            if section.model_path:
+                raise ConfigError(f"{name}.model_path is set by the trainer from model.path; leave it empty")
+        if self.learner.objective == "sft":
+            raise ConfigError("learner.objective is the RL objective: grpo or ppo (sft.learner runs SFT)")

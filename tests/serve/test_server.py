@@ -196,3 +196,16 @@ def test_engine_serves_a_qwen3_vl_checkpoint_too(tiny_qwen3vl_path):
     assert prompt.num_tokens > text_only.num_tokens  # the image expanded into visual tokens
     out = engine.generate(prompt, SamplingParams(max_tokens=3))
     assert out.prompt_tokens == prompt.num_tokens and 1 <= out.completion_tokens <= 3
+
+
+@pytest.mark.gpu
+def test_engine_on_cuda_in_bfloat16(tiny_qwen25vl_path):
+    from webrl.serve import LocalChatEngine
+
+    engine = LocalChatEngine.from_pretrained(tiny_qwen25vl_path, dtype="bfloat16", device="cuda")
+    with ServerThread(create_app(engine, ServeConfig(**SMALL_LIMITS))) as server:
+        content = [{"type": "text", "text": "Page?"}, {"type": "image_url", "image_url": {"url": data_url(screenshot(4))}}]
+        r = post(server, {"messages": [{"role": "user", "content": content}], "max_tokens": 4, "seed": 1,
+                          "temperature": 0.7})
+    assert r.status_code == 200, r.text
+    assert 1 <= r.json()["usage"]["completion_tokens"] <= 4

@@ -37,8 +37,8 @@ FORMAT_FAILURE_SCOPES = ("final_turn", "any_turn")
 @dataclass
 class ProgrammaticRewardConfig:
     info_key: str = "task_reward"
-    """Key of `Trajectory.info` where the env records the task checker's reward (a float in
-    [0, 1], or None when the task has no checker)."""
+    """Key of `Trajectory.info` holding the task checker's reward (a float in [0, 1], or None
+    when the task has no checker); the rollout coordinator writes it as "task_reward"."""
     success_threshold: Optional[float] = None
     """If set, rewards >= threshold become 1.0 and others 0.0 (binary success); None keeps
     the checker's value (partial credit)."""

@@ -21,17 +21,22 @@ Each output row has exactly one writer, so backward is deterministic (no atomics
 cost of recomputing the logits twice in backward and read-modify-writes of float32 rows.
 
 Row offsets are computed in int64 (V·H passes 2^31 for large vocabularies × hidden sizes).
-Masked lanes: vocab lanes ≥ V get z = NEG_LARGE (finite, so exp gives 0 and 0·z stays 0, where
+Masked lanes: vocab lanes ≥ V get z = -1e30 (chunked.NEG_LARGE: finite, so exp gives 0 and 0·z stays 0, where
 -inf would give NaN); token lanes ≥ N load zeros and are never stored.
 
 Departures: for float32 inputs `tl.dot` runs in "ieee" precision (not TF32), so float32
 results match the torch path; bf16/fp16 inputs use the tensor-core path with float32
 accumulation, and g_z is rounded to the input dtype before the backward dots (as flash
 attention does for P), which the bf16 tolerances in the tests account for.
+Performance is unmeasured (no GPU was available when this was written): the backward's
+float32 read-modify-writes are memory traffic that cuBLAS-based chunking (Liger) avoids;
+benchmarks/kernels_gpu.py measures it, and the tile sizes live in TokenLogprobsConfig.
 This module imports Triton at import time: TRITON_INTERPRET must be set before it is first
 imported for the interpreter to be used (the dispatcher imports it lazily).
 """
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -39,7 +44,9 @@ import triton.language as tl
 from torch import Tensor
 
 
-INTERPRETED = bool(triton.knobs.runtime.interpret) if hasattr(triton, "knobs") else False
+#: Whether the kernels below were decorated for Triton's CPU interpreter (decided at import).
+INTERPRETED = (bool(triton.knobs.runtime.interpret) if hasattr(triton, "knobs")
+               else os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true"))
 
 
 @triton.jit

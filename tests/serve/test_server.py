@@ -209,3 +209,43 @@ def test_engine_on_cuda_in_bfloat16(tiny_qwen25vl_path):
                           "temperature": 0.7})
     assert r.status_code == 200, r.text
     assert 1 <= r.json()["usage"]["completion_tokens"] <= 4
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_logprobs_and_token_ids_match_a_forward_pass(tiny_server, tiny_engine, temperature):
+    """The served log-probs equal log_softmax(logits / T) of a plain forward pass over prompt +
+    returned ids (T = 1 when greedy): the policy generator's convention, so a learner can
+    recompute them. The prompt carries an image, so the visual tokens are part of the check."""
+    import torch
+
+    server, _ = tiny_server
+    img = screenshot(33, size=(56, 56))
+    content = [{"type": "text", "text": "Which button?"}, {"type": "image_url", "image_url": {"url": data_url(img)}}]
+    r = post(server, body(content, max_tokens=6, temperature=temperature, seed=3, logprobs=True,
+                          return_tokens_as_token_ids=True))
+    assert r.status_code == 200, r.text
+    entries = r.json()["choices"][0]["logprobs"]["content"]
+    ids = [int(e["token"].removeprefix("token_id:")) for e in entries]
+    served = torch.tensor([e["logprob"] for e in entries])
+    assert len(ids) == r.json()["usage"]["completion_tokens"] >= 1
+
+    prompt = tiny_engine.prepare([ChatMessage("user", ("Which button?", img))])
+    inputs = dict(prompt.inputs)
+    P = prompt.num_tokens
+    inputs["input_ids"] = torch.cat([inputs["input_ids"], torch.tensor([ids])], dim=1)  # (1, P + R)
+    inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+    if "mm_token_type_ids" in inputs:
+        pad = torch.zeros((1, len(ids)), dtype=inputs["mm_token_type_ids"].dtype)
+        inputs["mm_token_type_ids"] = torch.cat([inputs["mm_token_type_ids"], pad], dim=1)
+    with torch.no_grad():
+        logits = tiny_engine.model(**inputs).logits[0, P - 1:-1].float()  # (R, V): position t predicts token t+1
+    T = temperature if temperature > 0 else 1.0
+    expected = torch.log_softmax(logits / T, dim=-1).gather(-1, torch.tensor(ids)[:, None]).squeeze(-1)
+    torch.testing.assert_close(served, expected, atol=1e-4, rtol=1e-4)
+    if temperature == 0.0:  # greedy picks the arg-max of every step
+        assert ids == logits.argmax(-1).tolist()
+    # without the vLLM flag tokens are text pieces; top_logprobs is refused with a message
+    plain = post(server, body("hi", max_tokens=2, logprobs=True)).json()["choices"][0]["logprobs"]["content"]
+    assert all(not e["token"].startswith("token_id:") for e in plain)
+    refused = post(server, body("hi", logprobs=True, top_logprobs=5))
+    assert refused.status_code == 400 and "top_logprobs" in refused.json()["error"]["message"]

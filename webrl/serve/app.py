@@ -9,7 +9,10 @@ Built on FastAPI + uvicorn. Endpoints:
 Requests carry text and images as OpenAI content parts; images must be inline
 `data:image/png|jpeg|webp;base64,...` URLs (the server never fetches a remote URL: it may run
 offline and must not become a proxy). Sampling: temperature, top_p, top_k (vLLM's extension),
-max_tokens / max_completion_tokens, stop, seed; n must be 1 and stream false.
+max_tokens / max_completion_tokens, stop, seed; n must be 1 and stream false. With
+`logprobs: true` each generated token comes back with its log-prob (`top_logprobs` is not
+supported); with vLLM's `return_tokens_as_token_ids: true` tokens read "token_id:N", so a
+policy endpoint (`webrl.policy.endpoint.EndpointPolicy`) gets exact ids and log-probs.
 
 Safety defaults: binds 127.0.0.1; a bearer key is required when the environment variable
 named by `api_key_env` is set; request bytes, images per request, pixels per image, prompt
@@ -154,11 +157,16 @@ def create_app(engine: ChatEngine, config: Optional[ServeConfig] = None):
             completion = await run_in_threadpool(engine.generate, prompt, parsed.sampling)
         except RequestError as e:
             return _error(e.status, e.message, e.param, e.code)
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": completion.text},
+                                  "finish_reason": completion.finish_reason}
+        if parsed.sampling.logprobs:
+            names = ([f"token_id:{i}" for i in completion.token_ids] if parsed.tokens_as_ids
+                     else completion.tokens)
+            choice["logprobs"] = {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []}
+                                              for t, lp in zip(names, completion.logprobs)]}
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": completion.text},
-                         "finish_reason": completion.finish_reason}],
+            "model": model_name, "choices": [choice],
             "usage": {"prompt_tokens": completion.prompt_tokens,
                       "completion_tokens": completion.completion_tokens,
                       "total_tokens": completion.prompt_tokens + completion.completion_tokens},

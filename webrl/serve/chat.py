@@ -61,6 +61,8 @@ class SamplingParams:
     """Reseed torch before sampling (reproducible replies), None = leave the generator alone."""
     stop: list[str] = field(default_factory=list)
     """Strings that end the reply; the reply is cut before the first one."""
+    logprobs: bool = False
+    """Also return the sampled token ids and their log-probs (see `Completion`)."""
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -75,12 +77,22 @@ class SamplingParams:
 
 @dataclass
 class Completion:
-    """A reply with its token usage; finish_reason "stop" (EOS or stop string) or "length"."""
+    """A reply with its token usage; finish_reason "stop" (EOS or stop string) or "length".
+
+    With `SamplingParams.logprobs`: token_ids (R,) every generated id, including a final EOS
+    and the tokens of a stop string (the text leaves the stop string out); logprobs (R,) each
+    id's log-prob under log_softmax(logits / T), T = temperature (1 when greedy): the
+    convention of `webrl.policy.generator`, so a learner can recompute them exactly; tokens
+    (R,) each id decoded on its own.
+    """
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str = "stop"
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -158,18 +170,28 @@ class LocalChatEngine:
         tokenizer = self.processor.tokenizer
         if sampling.stop:
             kwargs.update(stop_strings=list(sampling.stop), tokenizer=tokenizer)
+        if sampling.logprobs:
+            kwargs.update(return_dict_in_generate=True, output_logits=True)
         with self._lock, torch.no_grad():
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             out = self.model.generate(**inputs, **kwargs)
-        new = out[0, prompt.num_tokens:]  # (R,)
+        sequences = out.sequences if sampling.logprobs else out
+        new = sequences[0, prompt.num_tokens:]  # (R,)
         ids = new.tolist()
         eos = self.model.generation_config.eos_token_id
         eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
         ended = bool(ids) and ids[-1] in eos
         text, stopped = _cut_at_stop(tokenizer.decode(ids, skip_special_tokens=True), sampling.stop)
         finish = "stop" if (ended or stopped or len(ids) < sampling.max_tokens) else "length"
-        return Completion(text, prompt.num_tokens, len(ids), finish)
+        completion = Completion(text, prompt.num_tokens, len(ids), finish)
+        if sampling.logprobs:
+            temperature = sampling.temperature if sampling.temperature > 0 else 1.0
+            logits = torch.stack(out.logits, dim=1)[0, :len(ids)].float()  # (R, V) raw, before warpers
+            logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (R,)
+            completion.token_ids, completion.logprobs = ids, logp.tolist()
+            completion.tokens = [tokenizer.decode([i]) for i in ids]
+        return completion
 
     def chat(self, messages: Sequence[ChatMessage], sampling: Optional[SamplingParams] = None) -> Completion:
         return self.generate(self.prepare(messages), sampling or SamplingParams())

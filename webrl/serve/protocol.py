@@ -62,12 +62,17 @@ class _ChatRequest(BaseModel):
     stream: bool = False
     stop: Optional[Union[str, list[str]]] = None
     seed: Optional[int] = None
+    logprobs: bool = False
+    top_logprobs: Optional[int] = Field(default=None, ge=0)
+    return_tokens_as_token_ids: bool = False
 
 
 @dataclass
 class ParsedRequest:
     messages: list[ChatMessage]
     sampling: SamplingParams
+    tokens_as_ids: bool = False
+    """Report each token as "token_id:N" (vLLM's `return_tokens_as_token_ids`)."""
 
 
 _DATA_URL = re.compile(r"^data:image/(png|jpeg|jpg|webp);base64,(.*)$", re.S | re.I)
@@ -164,6 +169,8 @@ def parse_chat_request(body: bytes, config: Any, model_name: str) -> ParsedReque
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     if len(stop) > 4:
         raise RequestError(400, f"at most 4 stop strings, got {len(stop)}", "stop")
+    if req.top_logprobs:
+        raise RequestError(400, "top_logprobs is not supported; send logprobs=true alone", "top_logprobs")
     sampling = SamplingParams(max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p,
-                              top_k=max(req.top_k, 0), seed=req.seed, stop=stop)
-    return ParsedRequest(_messages(req, config), sampling)
+                              top_k=max(req.top_k, 0), seed=req.seed, stop=stop, logprobs=req.logprobs)
+    return ParsedRequest(_messages(req, config), sampling, req.return_tokens_as_token_ids)

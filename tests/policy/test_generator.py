@@ -17,7 +17,7 @@ def requests(fmt):
 
 
 def learner_logprobs(pol, request, decision, temperature):
-    """A plain forward pass over prompt + response, as the learner computes it."""
+    """A plain forward pass over prompt + response, as the learner computes it: (log-probs, ranks)."""
     enc = pol.encode([pol.builder.render(request)])
     assert enc["input_ids"][0].tolist() == decision.prompt_ids  # nothing re-tokenised differently
     P, R = len(decision.prompt_ids), len(decision.response_ids)
@@ -28,7 +28,9 @@ def learner_logprobs(pol, request, decision, temperature):
         logits = pol.model(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=enc["pixel_values"],
                            image_grid_thw=enc["image_grid_thw"], **extra).logits  # (1, P + R, V)
     logp = torch.log_softmax(logits[0, P - 1:P + R - 1].float() / temperature, -1)  # (R, V)
-    return logp.gather(-1, ids[0, P:, None]).squeeze(-1)
+    chosen = logp.gather(-1, ids[0, P:, None])  # (R, 1)
+    ranks = (logp > chosen).sum(-1)  # (R,) rank of each sampled token (0 = argmax)
+    return chosen.squeeze(-1), ranks
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -38,14 +40,19 @@ def test_act_logprobs_match_learner_recomputation(family, tiny_model_paths):
     reqs = requests(pol.builder.format)
     torch.manual_seed(0)
     decisions = pol.act(reqs)
+    ranks = []
     for req, d in zip(reqs, decisions):
         assert len(d.response_ids) == len(d.logprobs) >= 1
         assert d.stats.prompt_tokens == len(d.prompt_ids) and d.stats.response_tokens == len(d.response_ids)
-        recomputed = learner_logprobs(pol, req, d, T)
+        recomputed, token_ranks = learner_logprobs(pol, req, d, T)
         assert torch.allclose(torch.tensor(d.logprobs), recomputed, atol=1e-4, rtol=0), \
             (d.logprobs, recomputed.tolist())
+        ranks += token_ranks.tolist()
         assert d.response_text == pol.tokenizer.decode(d.response_ids).removesuffix("<|im_end|>").removesuffix(
             "<|endoftext|>")
+    # top-k is off: the random model is near uniform over ~900 tokens, so among ~30 samples some
+    # lie outside the 50 most likely (transformers' default top-k of 50 would forbid that).
+    assert max(ranks) >= 50, ranks
 
 
 @pytest.mark.parametrize("family", FAMILIES)

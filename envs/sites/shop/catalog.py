@@ -86,7 +86,9 @@ def _make_product(rng: random.Random, pid: int, slug: str, used: set[str]) -> Pr
     price = round(base * rng.uniform(0.55, 1.8)) - 0.01
     colours = tuple(sorted(rng.sample(COLOURS, rng.randint(2, 4)), key=COLOURS.index))
     chosen_sizes = tuple(sizes[i] for i in sorted(rng.sample(range(len(sizes)), max(2, len(sizes) - rng.randint(0, 2))))) if sizes else ()
-    desc = (f"The {name} is a {rng.choice(ADJECTIVES)} pick from {brand}'s {title.lower()} range, "
+    adjective = rng.choice(ADJECTIVES)
+    article = "an" if adjective[0] in "aeiou" else "a"
+    desc = (f"The {name} is {article} {adjective} pick from {brand}'s {title.lower()} range, "
             f"made for {rng.choice(('daily use', 'long trips', 'the office', 'weekends outdoors', 'the gym'))}.")
     return Product(pid, name, brand, slug, price, round(rng.uniform(2.5, 5.0), 1),
                    rng.randint(3, 2400), colours, chosen_sizes, desc, rng.randint(0, 359))

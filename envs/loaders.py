@@ -51,10 +51,11 @@ class LiveWebTaskSource:
     """A `TaskSource` over a fixed list of tasks: `sample(rng)` draws one uniformly."""
 
     tasks: list
+    """The tasks to draw from (e.g. what `load_tasks` returned); at least one."""
 
     def __post_init__(self) -> None:
         if not self.tasks:
-            raise ValueError("tasks: need at least one task")
+            raise ValueError("LiveWebTaskSource.tasks must hold at least one task, got none")
 
     def sample(self, rng: Any) -> LiveWebTask:
         return self.tasks[int(rng.integers(len(self.tasks)))]

@@ -72,6 +72,8 @@ class MiniWoBConfig:
                              f"got {self.episode_max_time_ms}")
         if self.data_mode not in DATA_MODES:
             raise ValueError(f"MiniWoBConfig.data_mode must be one of {DATA_MODES}, got {self.data_mode!r}")
+        if not isinstance(self.hide_human_display, bool):
+            raise ValueError(f"MiniWoBConfig.hide_human_display must be True or False, got {self.hide_human_display!r}")
         if self.ready_timeout_ms < 1:
             raise ValueError(f"MiniWoBConfig.ready_timeout_ms must be >= 1, got {self.ready_timeout_ms}")
 

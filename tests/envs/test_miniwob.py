@@ -74,7 +74,8 @@ def test_task_and_source_follow_the_protocols():
 
 @pytest.mark.parametrize("field, value, allowed", [
     ("max_steps", 0, ">= 1"), ("episode_max_time_ms", 10, ">= 1000"),
-    ("data_mode", "dev", "default"), ("ready_timeout_ms", 0, ">= 1")])
+    ("data_mode", "dev", "default"), ("ready_timeout_ms", 0, ">= 1"),
+    ("hide_human_display", "yes", "True or False")])
 def test_config_errors_name_the_field(field, value, allowed):
     with pytest.raises(ValueError, match=f"MiniWoBConfig.{field}.*{allowed}"):
         MiniWoBConfig(**{field: value})

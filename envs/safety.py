@@ -139,66 +139,65 @@ class DomainAllowlist:
         return None
 
 
-def install_guards(context: Any, allowlist: DomainAllowlist, events: EpisodeEvents,
-                   config: SafetyConfig) -> None:
-    """Route filter, popup cap, dialog/download/crash handlers on `context` and its pages."""
+class RequestGuard:
+    """The `context.route` handler: lets allowed requests through, aborts and reports the rest."""
 
-    def on_route(route: Any) -> None:
+    def __init__(self, allowlist: DomainAllowlist, events: EpisodeEvents, config: SafetyConfig):
+        self.allowlist, self.events, self.config = allowlist, events, config
+
+    def __call__(self, route: Any) -> None:
         request = route.request
         url = request.url
-        scheme = url.split(":", 1)[0].lower()
-        if scheme not in ("http", "https"):
+        if url.split(":", 1)[0].lower() not in ("http", "https"):
             route.continue_()
             return
         netloc = urlsplit(url).netloc
         is_document = request.is_navigation_request()
-        if allowlist.allows_host(netloc) or (config.subresource_policy == "any" and not is_document):
+        if self.allowlist.allows_host(netloc):
+            if self.config.check_redirects and is_document and request.method == "GET":
+                self._fetch_document(route)
+            else:
+                route.continue_()
+        elif self.config.subresource_policy == "any" and not is_document:
             route.continue_()
-            return
-        kind = "navigation" if is_document else f"{request.resource_type} request"
-        events.notes.append(f"Blocked {kind} to {netloc}: outside the allowed domains")
-        route.abort("blockedbyclient")
+        else:
+            kind = "navigation" if is_document else f"{request.resource_type} request"
+            self.events.notes.append(f"Blocked {kind} to {netloc}: outside the allowed domains")
+            route.abort("blockedbyclient")
 
-    def on_document_route(route: Any) -> None:
+    def _fetch_document(self, route: Any) -> None:
         # Playwright does not route the hops of a redirect: fetch the document without following
         # redirects and refuse a Location outside the allowlist before the browser goes there.
         try:
-            response = route.fetch(max_redirects=0, timeout=config.redirect_check_timeout_s * 1000)
+            response = route.fetch(max_redirects=0, timeout=self.config.redirect_check_timeout_s * 1000)
         except Exception:  # connection refused, timeout...: let the browser fail on its own
             route.continue_()
             return
         location = response.headers.get("location", "")
         if 300 <= response.status < 400 and location:
-            target = urljoin(route.request.url, location)
-            netloc = urlsplit(target).netloc
-            if urlsplit(target).scheme in ("http", "https") and not allowlist.allows_host(netloc):
-                events.notes.append(f"Blocked navigation to {netloc}: a redirect outside the allowed domains")
+            target = urlsplit(urljoin(route.request.url, location))
+            if target.scheme in ("http", "https") and not self.allowlist.allows_host(target.netloc):
+                self.events.notes.append(
+                    f"Blocked navigation to {target.netloc}: a redirect outside the allowed domains")
                 route.abort("blockedbyclient")
                 return
         route.fulfill(response=response)
 
-    def route_request(route: Any) -> None:
-        request = route.request
-        if (config.check_redirects and request.is_navigation_request() and request.method == "GET"
-                and allowlist.allows_host(urlsplit(request.url).netloc)
-                and request.url.split(":", 1)[0].lower() in ("http", "https")):
-            on_document_route(route)
-        else:
-            on_route(route)
+
+def install_guards(context: Any, allowlist: DomainAllowlist, events: EpisodeEvents,
+                   config: SafetyConfig) -> None:
+    """Route filter, popup cap, dialog/download/crash handlers on `context` and its pages."""
 
     def on_page(page: Any) -> None:
         attach_page_handlers(page, events, config)
         if len(context.pages) > config.max_tabs:
             events.notes.append(f"Closed a tab opened by the page ({page.url}): limit of "
                                 f"{config.max_tabs} tabs reached")
-            try:
-                page.close(run_before_unload=False)
-            except Exception:  # it may already be gone
-                pass
+            close_page_quietly(page)
             return
         events.new_pages.append(page)
 
-    context.route("**/*", route_request)
+    context.route("**/*", RequestGuard(allowlist, events, config))
     context.on("page", on_page)
 
 

@@ -291,6 +291,20 @@ class LearnerWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def memory_stats(self) -> dict[str, float]:
+        """This rank's memory in MiB: current and peak resident set (CPU), peak allocated (GPU)."""
+        import resource
+
+        stats = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+        try:
+            with open("/proc/self/statm") as f:
+                stats["rss_mib"] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except OSError:
+            pass
+        if torch.cuda.is_available():
+            stats["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
+        return stats
+
 
 def _pad_id(processor, model) -> int:
     pad = getattr(processor.tokenizer, "pad_token_id", None)

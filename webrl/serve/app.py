@@ -75,7 +75,8 @@ class ServeConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"ServeConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.default_max_tokens > self.max_new_tokens:
-            raise ValueError("ServeConfig.default_max_tokens must be <= max_new_tokens")
+            raise ValueError(f"ServeConfig.default_max_tokens ({self.default_max_tokens}) must be <= "
+                             f"max_new_tokens ({self.max_new_tokens})")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"ServeConfig.dtype must be float32 | bfloat16 | float16, got {self.dtype!r}")
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):

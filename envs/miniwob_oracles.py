@@ -270,6 +270,33 @@ def solve_use_spinner(obs: Observation) -> Optional[Action]:
     return click(submit_button(obs["elements"]))
 
 
+def solve_enter_date(obs: Observation) -> Optional[Action]:
+    """'Enter 05/20/2010 as the date and hit submit.' A date input takes the digits in its
+    field order (mm dd yyyy) and reports its value as ISO 2010-05-20."""
+    match = re.search(r"(\d\d)/(\d\d)/(\d{4})", obs["goal"])
+    field = find(obs["elements"], tag="input", type="date")
+    if match is None or field is None:
+        return None
+    month, day, year = match.groups()
+    if field.get("value") != f"{year}-{month}-{day}":
+        return fill(field, month + day + year)
+    return click(submit_button(obs["elements"]))
+
+
+def solve_enter_time(obs: Observation) -> Optional[Action]:
+    """'Enter 9:37 PM as the time and press submit.' A time input takes hh mm AM/PM keys and
+    reports its value as 24-hour 21:37."""
+    match = re.search(r"(\d{1,2}):(\d\d) ?(AM|PM)", obs["goal"])
+    field = find(obs["elements"], tag="input", type="time")
+    if match is None or field is None:
+        return None
+    hour, minute, half = int(match.group(1)), match.group(2), match.group(3)
+    hour24 = hour % 12 + (12 if half == "PM" else 0)
+    if field.get("value") != f"{hour24:02d}:{minute}":
+        return fill(field, f"{hour:02d}{minute}{half}")
+    return click(submit_button(obs["elements"]))
+
+
 ORACLES: dict[str, Callable[[Observation], Optional[Action]]] = {
     "click-button": solve_click_named_button,
     "unicode-test": solve_click_named_button,
@@ -298,4 +325,6 @@ ORACLES: dict[str, Callable[[Observation], Optional[Action]]] = {
     "copy-paste-2": solve_copy_paste,
     "sign-agreement": solve_sign_agreement,
     "use-spinner": solve_use_spinner,
+    "enter-date": solve_enter_date,
+    "enter-time": solve_enter_time,
 }

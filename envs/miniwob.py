@@ -19,6 +19,10 @@ time discount is dropped because step latency of a VLM policy is not the agent's
 JS time limit (`episode_max_time_ms`) defaults to minutes, not MiniWoB's 10 s, for the same
 reason. The raw values stay in `reward_details`.
 
+Screen: the HUD MiniWoB draws for human players (last reward, average, countdown) is hidden by
+default (`hide_human_display`), as BrowserGym does: it is not part of the task, it would show
+the policy its reward history, and its countdown keeps the DOM changing every second.
+
 Server: one `ThreadingHTTPServer` per process on 127.0.0.1 and a free port, started lazily
 the first time a task needs a URL (so a `MiniWoBTaskSource` pickled into a Ray actor starts
 its own server there). Flight tasks (`flight.AA`, ...) need http anyway.

@@ -97,6 +97,8 @@ def test_flight_goal_and_oracle_helpers():
 
 @pytest.fixture(scope="module")
 def session():
+    # Own Chromium at 640x480 rather than the run-wide `browser_session` (1280x1000): MiniWoB
+    # draws in 160x210 px, and ~100 steps of smaller screenshots outweigh one more launch.
     from webrl.envs import BrowserConfig, BrowserSession
 
     browser = BrowserSession(BrowserConfig(viewport="small"))

@@ -23,6 +23,7 @@ import time
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
 def build_samples(processor, n: int):
@@ -90,10 +91,16 @@ def main() -> None:
     _, processor = load_model(path)
     samples = build_samples(processor, args.samples)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(work, "torch_extensions"))
-    ray.init(num_cpus=max(args.ranks), include_dashboard=False, log_to_driver=False,
-             _temp_dir=tempfile.mkdtemp(prefix="r", dir=work),
-             runtime_env={"env_vars": {k: os.environ[k] for k in ("RAY_USAGE_STATS_ENABLED", "HF_HUB_OFFLINE",
-                                                                  "TORCH_EXTENSIONS_DIR")}})
+    env = {k: os.environ[k] for k in ("RAY_USAGE_STATS_ENABLED", "HF_HUB_OFFLINE", "TORCH_EXTENSIONS_DIR")}
+    for attempt in range(3):  # Ray allows its raylet 30 s to register; retry on a loaded machine
+        try:
+            ray.init(num_cpus=max(args.ranks), include_dashboard=False, log_to_driver=False,
+                     _temp_dir=tempfile.mkdtemp(prefix="r", dir=work), runtime_env={"env_vars": env})
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 2:
+                raise
     rows = []
     try:
         for ranks in args.ranks:

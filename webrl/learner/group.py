@@ -205,6 +205,16 @@ class LearnerGroup:
 
         return ray.put(self.get_weights())
 
+    def init_weight_broadcast(self, host: str, port: int, world_size: int, backend: str = "nccl"):
+        """Start joining the broadcast group (see `webrl.learner.weights.WeightBroadcast`); returns
+        Ray refs to wait on once the inference workers have joined too (Ray ranks only)."""
+        return [w.init_weight_broadcast.remote(host, port, world_size, backend) for w in self.ranks.workers]
+
+    def broadcast_weights(self) -> int:
+        """GPU weight sync: rank 0 broadcasts every trainable tensor; the inference workers must
+        call `WeightBroadcast.receive` at the same time. Returns the policy version sent."""
+        return self._all("broadcast_weights")[0]
+
     def full_state_dict(self) -> dict:
         return self._all("full_state_dict")[0]
 

@@ -103,7 +103,7 @@ class WeightBroadcast:
         self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
 
     def _broadcast(self, tensor: Tensor) -> None:
-        self.group.broadcast([tensor], 0).wait()
+        self.group.broadcast(tensor, 0).wait()
 
     def send(self, version: int, tensors: Iterable[tuple[str, Tensor]], count: int) -> None:
         """Rank 0: broadcast the header (version, count), then each tensor in order."""

@@ -223,6 +223,26 @@ class LearnerWorker:
                 update.tensors.append(tensor.detach().cpu().clone())
         return update if self.rank == 0 else None
 
+    def init_weight_broadcast(self, host: str, port: int, world_size: int, backend: str = "nccl") -> None:
+        """Rank 0 joins the learner -> inference broadcast group as its rank 0 (blocks until the
+        inference workers join with ranks 1..world_size-1); other ranks do nothing."""
+        from webrl.learner.weights import WeightBroadcast
+
+        if self.rank == 0:
+            self._broadcast = WeightBroadcast(host, port, 0, world_size, backend)
+
+    def broadcast_weights(self) -> int:
+        """Send the trainable weights to the broadcast group (collective under ZeRO-3: every
+        learner rank takes part in the gathers; only rank 0 sends). Returns the version."""
+        params = trainable_named_parameters(self.module)
+        stream = gathered(params, self.config.zero_stage == 3)
+        if self.rank == 0:
+            self._broadcast.send(self.policy_version, stream, len(params))
+        else:
+            for _ in stream:
+                pass
+        return self.policy_version
+
     def value_head_state(self) -> Optional[dict[str, torch.Tensor]]:
         head = self.module.value_head
         if head is None:

@@ -1,0 +1,285 @@
+"""`CascadePolicy`: decision heads first, the generator when the heads are unsure.
+
+Per request (one prefill shared by both paths)::
+
+    prefill(prompt)  -> hidden states, last logits, KV cache
+    heads(hidden)    -> kind k*, target j*, value v*, confidence c
+    c >= threshold   -> heads decide: render the action in the generator's format, generate nothing;
+                        value = WRITE (type without a listed option, answer): feed the action's
+                        prefix (e.g. `<tool_call>{"name": "browser", "arguments": {"action": "type",
+                        "element": 5, "text": "`) into the same cache and let the generator decode
+                        only the text, up to its stop token
+    otherwise        -> the generator decodes from the same cache (greedy or sampled as configured)
+
+Confidence: the heads propose the most likely kind among those they can execute ("other" is
+never proposed; its mass only lowers p(kind)), the best target (kinds with an element) and the
+best value (kinds with text); c = product (or min, `confidence`) of those probabilities.
+threshold 1.0 = generator only; 0.0 = heads always (when the page has the element the kind needs).
+
+Every `CascadeDecision` records `decided_by` ("heads" | "heads+write" | "generator"),
+`generated_tokens` (tokens sampled by the generator: 0 for a pure heads decision) and the
+heads' proposal and confidence.
+
+Head-decided turns in the policy-gradient batch (`head_turns`), since the generator did not
+sample those action tokens:
+- "generator_logprobs" (default): the turn's response ids are the action as rendered (forced
+  prefix + any generated text) and its log-probs are the generator's, teacher-forced through the
+  same cache (one parallel forward, no decoding). PPO then treats the turn as a generator sample
+  whose behaviour probability is the generator's own: the ratio starts at 1, and the update moves
+  the generator towards head actions in proportion to their advantage. Biased (the tokens were
+  not drawn from the generator), bounded by the clip; every turn keeps its signal.
+- "exclude": response ids and log-probs are empty (the text is still recorded), so the turn has
+  no loss tokens; the trajectory's reward still reaches the generator's own turns. Unbiased for
+  those turns, but fewer samples.
+
+Departures: requests are decided one at a time (a batched prefill with per-row continuation is
+possible, but the tiny CPU models gain little); sampling in the cascade uses torch's RNG
+directly, so sampled outputs match `GeneratorPolicy` in distribution, greedy ones exactly.
+Formats that cannot express an element action (computer_use) fall back to the generator.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import torch
+
+from webrl.actions import Action
+from webrl.policy.generator import STOP_TOKENS, SamplingConfig
+from webrl.policy.head_features import MarkedObservation, Prefill, StepFeatures, prefill, step_features
+from webrl.policy.heads import KINDS_WITH_ELEMENT, DecisionHeads, HeadInputs
+from webrl.policy.types import Decision, DecisionStats, PolicyRequest
+
+CONFIDENCE_MODES = ("product", "min")
+HEAD_TURN_MODES = ("generator_logprobs", "exclude")
+WRITE_SENTINEL = "WEBRLWRITESLOT"
+
+
+@dataclass
+class CascadeConfig:
+    """When the heads decide and how their turns are recorded."""
+
+    threshold: float = 0.9
+    """Heads decide when confidence >= threshold; 1.0 = never (generator only), 0.0 = always."""
+    confidence: str = "product"
+    """"product" or "min" of the chosen kind / target / value probabilities."""
+    head_turns: str = "generator_logprobs"
+    """Head-decided turns in the PG batch: "generator_logprobs" or "exclude" (see module docstring)."""
+    max_text_tokens: int = 64
+    """Cap on tokens the generator writes for a WRITE slot."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"CascadeConfig.threshold must be in [0, 1], got {self.threshold}")
+        if self.confidence not in CONFIDENCE_MODES:
+            raise ValueError(f"CascadeConfig.confidence must be one of {CONFIDENCE_MODES}, got {self.confidence!r}")
+        if self.head_turns not in HEAD_TURN_MODES:
+            raise ValueError(f"CascadeConfig.head_turns must be one of {HEAD_TURN_MODES}, got {self.head_turns!r}")
+        if self.max_text_tokens < 1:
+            raise ValueError(f"CascadeConfig.max_text_tokens must be >= 1, got {self.max_text_tokens}")
+
+
+@dataclass
+class CascadeDecision(Decision):
+    """A `Decision` plus which path decided, tokens generated, and the heads' proposal."""
+
+    decided_by: str = "generator"
+    generated_tokens: int = 0
+    confidence: float = 0.0
+    proposal: Optional[Action] = None
+
+    def to_turn(self, observation, policy_version: int = -1, decided_by: Optional[str] = None):
+        return super().to_turn(observation, policy_version, decided_by or self.decided_by)
+
+
+@dataclass
+class Proposal:
+    """The heads' best executable action (text = WRITE_SENTINEL when the generator must write it)."""
+
+    action: Optional[Action]
+    confidence: float
+    needs_text: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# decoding from a prefilled cache
+# ---------------------------------------------------------------------------------------------
+def forward_tokens(model, cache, ids: Sequence[int]) -> torch.Tensor:
+    """Feed `ids` after the cached prefix (no attention mask: batch of one, no padding); (k, V) logits."""
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([list(ids)], device=device), cache=cache, use_cache=True)
+    return out.logits[0].float()
+
+
+def pick_token(logits: torch.Tensor, sampling: SamplingConfig) -> int:
+    """Argmax (greedy) or a sample from softmax(logits / T) with top-k / top-p truncation."""
+    if sampling.greedy:
+        return int(logits.argmax())
+    scores = logits / sampling.temperature
+    if sampling.top_k:
+        kth = torch.topk(scores, min(sampling.top_k, scores.numel())).values[-1]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if sampling.top_p < 1.0:
+        sorted_scores, order = scores.sort(descending=True)
+        cum = sorted_scores.softmax(-1).cumsum(-1)
+        drop = cum - sorted_scores.softmax(-1) >= sampling.top_p  # keep the token that crosses top_p
+        scores = scores.scatter(0, order[drop], float("-inf"))
+    return int(torch.multinomial(scores.softmax(-1), 1))
+
+
+def decode_from_cache(model, cache, first_logits: torch.Tensor, sampling: SamplingConfig,
+                      stop_ids: Sequence[int], max_new_tokens: int) -> tuple[list[int], list[float], str]:
+    """Continue from a prefilled cache: (ids, log-probs under softmax(logits / T), finish reason).
+
+    T = 1 for greedy (as `GeneratorPolicy` reports). Stops after the first stop id.
+    """
+    temperature = 1.0 if sampling.greedy else sampling.temperature
+    ids, logps, logits = [], [], first_logits
+    for _ in range(max_new_tokens):
+        token = pick_token(logits, sampling)
+        ids.append(token)
+        logps.append(float(torch.log_softmax(logits / temperature, -1)[token]))
+        if token in stop_ids:
+            return ids, logps, "stop"
+        logits = forward_tokens(model, cache, [token])[-1]
+    return ids, logps, "length"
+
+
+def forced_logprobs(model, cache, first_logits: torch.Tensor, ids: Sequence[int],
+                    temperature: float) -> tuple[list[float], torch.Tensor]:
+    """Teacher-force `ids` after the cache (advancing it): (their log-probs, (V,) logits after the last)."""
+    if not ids:
+        return [], first_logits
+    logits = forward_tokens(model, cache, ids)  # (k, V): position i predicts ids[i + 1]
+    predicting = torch.cat([first_logits[None], logits[:-1]])  # (k, V): row i predicts ids[i]
+    logp = torch.log_softmax(predicting / temperature, -1)
+    return logp.gather(-1, torch.tensor(list(ids)).view(-1, 1)).flatten().tolist(), logits[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# heads' proposal
+# ---------------------------------------------------------------------------------------------
+def propose(heads: DecisionHeads, feats: StepFeatures, observation: MarkedObservation,
+            confidence: str = "product") -> Proposal:
+    """The heads' best executable action for one step and its confidence."""
+    cfg = heads.config
+    x = HeadInputs(feats.query[None], feats.elements[None], torch.ones(1, len(feats.element_ids), dtype=torch.bool),
+                   torch.zeros(1, 0, heads.hidden_size), torch.zeros(1, 0, dtype=torch.bool))
+    with torch.no_grad():
+        out = heads(x)
+    p_kind = out.kind[0].softmax(-1)
+    feasible = [k for k in cfg.kinds if k != "other" and (k not in KINDS_WITH_ELEMENT or feats.element_ids)]
+    if not feasible:
+        return Proposal(None, 0.0)
+    kind = max(feasible, key=lambda k: float(p_kind[cfg.kinds.index(k)]))
+    probs = [float(p_kind[cfg.kinds.index(kind)])]
+    element = None
+    if kind in KINDS_WITH_ELEMENT:
+        p_target = out.target[0].softmax(-1)
+        j = int(p_target.argmax())
+        probs.append(float(p_target[j]))
+        element = observation.elements[j]
+    text, needs_text = None, kind == "answer"
+    if kind in ("type", "select"):
+        opts = feats.options[observation.elements.index(element)]
+        with torch.no_grad():
+            out_v = heads(HeadInputs(x.query, x.elements, x.element_mask, opts[None],
+                                     torch.ones(1, opts.shape[0], dtype=torch.bool)))
+        p_value = out_v.value[0].softmax(-1)
+        v = int(p_value.argmax())
+        probs.append(float(p_value[v]))
+        needs_text = v == 0
+        text = None if needs_text else element.options[v - 1]
+    conf = min(probs) if confidence == "min" else float(torch.tensor(probs).prod())
+    return Proposal(_build_action(kind, element, WRITE_SENTINEL if needs_text else text, cfg.scroll_amount),
+                    conf, needs_text)
+
+
+def _build_action(kind: str, element, text: Optional[str], scroll_amount: Optional[float]) -> Action:
+    if kind == "click":
+        return Action.click(element.id)
+    if kind == "type":
+        return Action.type_text(text, element.id)
+    if kind == "select":
+        return Action.select(element.id, text)
+    if kind.startswith("scroll_"):
+        return Action.scroll(kind.removeprefix("scroll_"), scroll_amount)
+    if kind == "answer":
+        return Action.answer(text)
+    return Action(kind)  # back / stop
+
+
+# ---------------------------------------------------------------------------------------------
+# the policy
+# ---------------------------------------------------------------------------------------------
+class CascadePolicy:
+    """`Policy` wrapping a `GeneratorPolicy` with trained `DecisionHeads`."""
+
+    def __init__(self, generator, heads: DecisionHeads, config: Optional[CascadeConfig] = None):
+        self.generator, self.heads = generator, heads.eval()
+        self.config = config or CascadeConfig()
+        self.format = generator.builder.format
+        self.tokenizer = generator.tokenizer
+
+    def act(self, requests: Sequence[PolicyRequest]) -> list[CascadeDecision]:
+        return [self._act_one(r) for r in requests]
+
+    def _act_one(self, request: PolicyRequest) -> CascadeDecision:
+        t0 = time.perf_counter()
+        obs = request.observation
+        elements_known = isinstance(obs, MarkedObservation)
+        pre = prefill(self.generator, request, self.heads.config.layer, keep_cache=True)
+        proposal = Proposal(None, 0.0)
+        if elements_known and self.config.threshold < 1.0:
+            proposal = propose(self.heads, step_features(pre, obs, self.heads.config, self.generator),
+                               obs, self.config.confidence)
+        use_heads = (proposal.action is not None and self.config.threshold < 1.0
+                     and proposal.confidence >= self.config.threshold and self.format.can_render(proposal.action)
+                     and getattr(self.format, "name", "") != "computer_use")
+        if use_heads:
+            ids, logps, text, generated, finish = self._heads_path(pre, proposal)
+            decided_by = "heads+write" if proposal.needs_text else "heads"
+        else:
+            s = self.generator.config.sampling
+            ids, logps, finish = decode_from_cache(self.generator.model, pre.cache, pre.last_logits, s,
+                                                   self.generator.stop_ids, s.max_new_tokens)
+            text, generated, decided_by = self._decode_text(ids), len(ids), "generator"
+        parsed = self.format.parse(text, pre.prompt.geometry)
+        stats = DecisionStats(prompt_tokens=len(pre.input_ids), response_tokens=len(ids),
+                              latency_s=time.perf_counter() - t0, history_turns=len(request.history),
+                              history_dropped=pre.prompt.history_dropped, images=len(pre.prompt.images),
+                              over_budget=pre.prompt.over_budget, finish_reason=finish)
+        return CascadeDecision(parsed=parsed, response_text=text, prompt_ids=list(pre.input_ids), response_ids=ids,
+                               logprobs=logps, images=list(pre.prompt.images), stats=stats, decided_by=decided_by,
+                               generated_tokens=generated, confidence=proposal.confidence,
+                               proposal=None if proposal.action is None else proposal.action)
+
+    def _decode_text(self, ids: Sequence[int]) -> str:
+        text = self.tokenizer.decode(list(ids), skip_special_tokens=False)
+        for tok in STOP_TOKENS[1:]:
+            text = text.removesuffix(tok)
+        return text
+
+    def _heads_path(self, pre: Prefill, proposal: Proposal) -> tuple[list[int], list[float], str, int, str]:
+        """(response ids, log-probs, text, generated tokens, finish) of a heads decision."""
+        s, model = self.generator.config.sampling, self.generator.model
+        temperature = 1.0 if s.greedy else s.temperature
+        rendered = self.format.render(proposal.action)
+        prefix = rendered[:rendered.index(WRITE_SENTINEL)] if proposal.needs_text else rendered
+        forced = self.tokenizer(prefix, add_special_tokens=False)["input_ids"]
+        record = self.config.head_turns == "generator_logprobs"
+        generated, finish = [], "stop"
+        if proposal.needs_text:  # forced prefix through the cache, then the generator writes the text
+            logps, next_logits = forced_logprobs(model, pre.cache, pre.last_logits, forced, temperature)
+            generated, gen_logps, finish = decode_from_cache(model, pre.cache, next_logits, s, self.generator.stop_ids,
+                                                             self.config.max_text_tokens)
+            ids, logps = forced + generated, logps + gen_logps
+            text = prefix + self._decode_text(generated)
+        else:
+            ids, text = forced, rendered
+            logps = forced_logprobs(model, pre.cache, pre.last_logits, forced, temperature)[0] if record else []
+        if not record:
+            ids, logps = [], []
+        return ids, logps, text, len(generated), finish

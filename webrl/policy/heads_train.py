@@ -1,0 +1,192 @@
+"""Train decision heads on logged steps with the generator frozen (`webrl heads-train`).
+
+Steps come from stored trajectories (oracle demonstrations and rollout logs, `load_trajectories`:
+every turn whose `observation["elements"]` holds the Set-of-Mark boxes and whose action is
+known) or from the synthetic Set-of-Mark task (`webrl.policy.synthetic_som`). The generator
+never changes, so each step's features are extracted once (one prefill, no cache) and the heads
+train for many epochs on the cached features: training costs one forward per step plus a few
+seconds.
+
+Loss: cross-entropy of kind + target (steps with an element) + value (type/select/answer steps;
+the value candidates are the gold target's options plus WRITE). AdamW, full-batch shuffled
+mini-batches. Heads are saved beside the generator checkpoint (`<generator>-heads/` by default),
+never inside it.
+
+Notation: B batch, N elements (padded), M options (padded), H hidden, K kinds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional, Sequence
+
+import torch
+
+from webrl.actions import Action
+from webrl.policy.head_features import StepFeatures, action_labels, marked_from_turn, prefill, step_features
+from webrl.policy.heads import (DecisionHeads, HeadInputs, HeadsConfig, default_heads_dir, heads_loss, save_heads)
+from webrl.policy.types import PolicyRequest
+
+
+@dataclass
+class HeadsTrainConfig:
+    """Optimisation of the heads (the generator is frozen)."""
+
+    epochs: int = 60
+    """Passes over the training steps."""
+    batch_size: int = 32
+    """Steps per optimiser step."""
+    lr: float = 3e-3
+    """AdamW learning rate."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    seed: int = 0
+    """Seed of head initialisation and batch order."""
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError(f"HeadsTrainConfig.epochs and batch_size must be >= 1, got {self.epochs}, {self.batch_size}")
+        if not self.lr > 0 or self.weight_decay < 0:
+            raise ValueError(f"HeadsTrainConfig.lr must be > 0 and weight_decay >= 0, got {self.lr}, {self.weight_decay}")
+
+
+@dataclass
+class LabelledStep:
+    """Features of one step and its labels (kind index, target index or -1, value index or -1)."""
+
+    features: StepFeatures
+    kind: int
+    target: int
+    value: int
+
+
+def extract(policy, steps: Sequence[tuple[PolicyRequest, Action]], config: HeadsConfig) -> list[LabelledStep]:
+    """One prefill per (request, action) with a `MarkedObservation`; features and labels."""
+    out = []
+    for request, action in steps:
+        pre = prefill(policy, request, config.layer, keep_cache=False)
+        feats = step_features(pre, request.observation, config, policy)
+        out.append(LabelledStep(feats, *action_labels(action, request.observation.elements, config.kinds)))
+    return out
+
+
+def collate(items: Sequence[LabelledStep]) -> tuple[HeadInputs, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded `HeadInputs` and (B,) kind / target / value labels; options are the gold target's."""
+    B = len(items)
+    N = max(1, max(len(s.features.element_ids) for s in items))
+    H = items[0].features.options[0].shape[-1] if items[0].features.options else items[0].features.query.shape[-1]
+    gold_opts = [s.features.options[s.target] if s.target >= 0 and s.features.options else torch.zeros(0, H)
+                 for s in items]
+    M = max(1, max(o.shape[0] for o in gold_opts))
+    Fe = next((s.features.elements.shape[-1] for s in items if s.features.elements.numel()), H)
+    elements, element_mask = torch.zeros(B, N, Fe), torch.zeros(B, N, dtype=torch.bool)
+    options, option_mask = torch.zeros(B, M, H), torch.zeros(B, M, dtype=torch.bool)
+    for b, (s, o) in enumerate(zip(items, gold_opts)):
+        n = len(s.features.element_ids)
+        elements[b, :n], element_mask[b, :n] = s.features.elements, True
+        options[b, :o.shape[0]], option_mask[b, :o.shape[0]] = o, True
+    query = torch.stack([s.features.query for s in items])  # (B, Fq)
+    labels = [torch.tensor([getattr(s, k) for s in items]) for k in ("kind", "target", "value")]
+    return HeadInputs(query, elements, element_mask, options, option_mask), *labels
+
+
+def train_heads(train: Sequence[LabelledStep], hidden_size: int, heads_config: HeadsConfig,
+                config: Optional[HeadsTrainConfig] = None) -> tuple[DecisionHeads, list[float]]:
+    """Fit heads on cached features; returns the heads (eval mode) and the mean loss per epoch."""
+    config = config or HeadsTrainConfig()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        heads = DecisionHeads(hidden_size, heads_config)
+    opt = torch.optim.AdamW(heads.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    rng, order, losses = random.Random(config.seed), list(range(len(train))), []
+    heads.train()
+    for _ in range(config.epochs):
+        rng.shuffle(order)
+        total = 0.0
+        for start in range(0, len(order), config.batch_size):
+            x, kind, target, value = collate([train[i] for i in order[start:start + config.batch_size]])
+            loss = heads_loss(heads(x), kind, target, value)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss) * len(kind)
+        losses.append(total / len(train))
+    return heads.eval(), losses
+
+
+def evaluate_heads(heads: DecisionHeads, steps: Sequence[LabelledStep]) -> dict[str, float]:
+    """Accuracies on `steps`: kind; target (steps with one); value (steps with one); all three together."""
+    with torch.no_grad():
+        x, kind, target, value = collate(steps)
+        out = heads(x)
+    k_ok = out.kind.argmax(-1) == kind
+    t_ok = torch.where(target >= 0, out.target.argmax(-1) == target, torch.ones_like(k_ok))
+    v_ok = torch.where(value >= 0, out.value.argmax(-1) == value, torch.ones_like(k_ok))
+    has_t, has_v = target >= 0, value >= 0
+    return {"kind": k_ok.float().mean().item(),
+            "target": t_ok[has_t].float().mean().item() if has_t.any() else float("nan"),
+            "value": v_ok[has_v].float().mean().item() if has_v.any() else float("nan"),
+            "step": (k_ok & t_ok & v_ok).float().mean().item(), "n": len(steps)}
+
+
+def logged_steps(paths: Sequence[str], goal_fallback: str = "") -> list[tuple[PolicyRequest, Action]]:
+    """(request, action) pairs from stored trajectories; turns without element boxes are skipped."""
+    from webrl.types import load_trajectories
+
+    out = []
+    for path in paths:
+        for traj in load_trajectories(path):
+            for t, turn in enumerate(traj.turns):
+                if turn.action is None or not turn.observation.get("elements"):
+                    continue
+                obs = marked_from_turn(turn, traj.goal or goal_fallback)
+                out.append((PolicyRequest(obs, history=traj.turns[:t]), turn.action))
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="webrl heads-train", description=__doc__.split("\n")[0])
+    p.add_argument("--generator", required=True, help="generator checkpoint folder (stays frozen)")
+    p.add_argument("--data", nargs="*", default=[], help="trajectory files/folders (load_trajectories)")
+    p.add_argument("--synthetic", type=int, default=0, help="add N synthetic Set-of-Mark steps")
+    p.add_argument("--val-fraction", type=float, default=0.2)
+    p.add_argument("--out", default=None, help="heads folder (default: <generator>-heads)")
+    p.add_argument("--layer", type=int, default=-1)
+    p.add_argument("--query", default="last+goal")
+    p.add_argument("--target-features", default="visual")
+    p.add_argument("--epochs", type=int, default=60)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-pixels", type=int, default=96 * 28 * 28)
+    return p
+
+
+def heads_train_main(args: Optional[Sequence[str]] = None) -> dict:
+    """CLI entry: extract features with the frozen generator, train, evaluate, save. Returns metrics."""
+    from webrl.models import load_model
+    from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
+    from webrl.policy.prompt import PromptConfig
+    from webrl.policy.synthetic_som import make_steps
+
+    a = _parser().parse_args(args)
+    hc = HeadsConfig(layer=a.layer, query=a.query, target_features=a.target_features)
+    model, processor = load_model(a.generator)
+    policy = GeneratorPolicy(model, processor, GeneratorConfig(
+        prompt=PromptConfig(action_format="som", think=False, min_pixels=1024, max_pixels=a.max_pixels)))
+    pairs = logged_steps(a.data) + [(s.request, s.action) for s in make_steps(a.synthetic, seed=a.seed)]
+    if len(pairs) < 2:
+        raise SystemExit("heads-train: fewer than 2 usable steps (turns need observation['elements'])")
+    random.Random(a.seed).shuffle(pairs)
+    n_val = max(1, int(len(pairs) * a.val_fraction))
+    t0 = time.perf_counter()
+    val, train = extract(policy, pairs[:n_val], hc), extract(policy, pairs[n_val:], hc)
+    heads, losses = train_heads(train, model.config.text_config.hidden_size, hc,
+                                HeadsTrainConfig(epochs=a.epochs, lr=a.lr, seed=a.seed))
+    metrics = {"train": evaluate_heads(heads, train), "val": evaluate_heads(heads, val),
+               "final_loss": losses[-1], "seconds": time.perf_counter() - t0, "config": asdict(hc)}
+    out = save_heads(heads, a.out or default_heads_dir(a.generator), a.generator, metrics)
+    print(json.dumps({"out": str(out), **metrics}, indent=1))
+    return metrics

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from webrl.learner import LearnerConfig, LearnerSample, OptimConfig
 from webrl.learner.config import BatchingConfig, CheckpointConfig
@@ -39,6 +40,21 @@ def make_samples(processor, n: int = 6, images: bool = True, seed: int = 0) -> l
         out.append(LearnerSample(prompt, response, images=imgs, advantage=1.0 if i % 2 == 0 else -1.0,
                                  group_index=i % 2, trajectory_index=i // 2))
     return out
+
+
+def naive_logprobs(model, processor, sample: LearnerSample, temperature: float) -> torch.Tensor:
+    """log softmax(full logits / T) of the response tokens: what the kernel path must equal."""
+    ids = torch.tensor([sample.prompt_ids + sample.response_ids])
+    kwargs = {}
+    if sample.images:
+        enc = processor.image_processor(images=[im.to_pil() for im in sample.images], size=SIZE, return_tensors="pt")
+        kwargs = dict(pixel_values=enc["pixel_values"], image_grid_thw=enc["image_grid_thw"],
+                      mm_token_type_ids=(ids == model.config.image_token_id).int())
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs).logits[0]  # (P+R, V)
+    p, r = len(sample.prompt_ids), len(sample.response_ids)
+    logp = torch.log_softmax(logits[p - 1:p + r - 1].double() / temperature, -1)  # (R, V)
+    return logp.gather(-1, ids[0, p:, None]).squeeze(-1).float()
 
 
 def learner_config(model_path: str, **overrides) -> LearnerConfig:

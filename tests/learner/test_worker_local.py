@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from tests.learner.helpers import learner_config, make_samples
+from tests.learner.helpers import learner_config, make_samples, naive_logprobs
 from webrl.learner import CheckpointError, LearnerGroup, LearnerSample
 from webrl.learner.config import BatchingConfig
 from webrl.models import load_model
@@ -31,23 +31,6 @@ def setup(tiny_qwen25vl_path, tmp_path_factory):
     initial = group.save(str(root / "initial"))
     yield group, processor, make_samples(processor, 6), initial, root
     group.shutdown()
-
-
-def naive_logprobs(model, processor, sample: LearnerSample, temperature: float) -> torch.Tensor:
-    """log softmax(full logits / T) of the response tokens: what the kernel path must equal."""
-    from tests.learner.helpers import SIZE
-
-    ids = torch.tensor([sample.prompt_ids + sample.response_ids])
-    kwargs = {}
-    if sample.images:
-        enc = processor.image_processor(images=[im.to_pil() for im in sample.images], size=SIZE, return_tensors="pt")
-        kwargs = dict(pixel_values=enc["pixel_values"], image_grid_thw=enc["image_grid_thw"],
-                      mm_token_type_ids=(ids == model.config.image_token_id).int())
-    with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs).logits[0]  # (P+R, V)
-    p, r = len(sample.prompt_ids), len(sample.response_ids)
-    logp = torch.log_softmax(logits[p - 1:p + r - 1].double() / temperature, -1)  # (R, V)
-    return logp.gather(-1, ids[0, p:, None]).squeeze(-1).float()
 
 
 def test_logprobs_equal_full_logits_reference(setup, tiny_qwen25vl_path):

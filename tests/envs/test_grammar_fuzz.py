@@ -22,7 +22,9 @@ def env(browser_session, fixture_server):
 
 
 def ensure_running(env, fixture_server) -> None:
-    if env.task is None:  # the last fuzz step ended the episode (answer / stop / infra)
+    # a fresh episode when the last step ended it (answer / stop / infra) or another test left
+    # one with the default 15-step limit
+    if env.task is None or env.task.spec.max_steps < 10_000:
         env.reset(options={"task": spec(fixture_server, max_steps=10_000)})
 
 

@@ -160,3 +160,28 @@ def test_fifty_thousand_elements(browser_session, fixture_server):
         serves_a_normal_episode(env, fixture_server)
     finally:
         env.close()
+
+
+def test_episode_time_limit_truncates(browser_session, fixture_server):
+    # env time = time inside reset/step; a reset alone takes longer than 1 ms, so the first
+    # step ends the episode
+    env = make_env(browser_session, episode_timeout_s=0.001)
+    try:
+        env.reset(options={"task": spec(fixture_server)})
+        obs, reward, terminated, truncated, info = env.step("wait(0)")
+        assert truncated and not terminated and info["truncation_reason"] == "infra_error"
+        assert info["infra_error"].startswith("episode_time_limit")
+        assert obs["title"] == "Basic fixture"  # the last observation is still a real one
+        serves_a_normal_episode(make_env(browser_session), fixture_server)
+    finally:
+        env.close()
+
+
+def test_beforeunload_never_blocks_leaving(env, fixture_server):
+    # Chromium under Playwright does not prompt on navigation (it would be accepted and reported
+    # as a dialog if it did): either way the page cannot keep the agent
+    _, info = env.reset(options={"task": spec(fixture_server, "dialogs.html")})
+    env.step(f"click({element_id(info, 'arm')})")  # a real click: the page may now ask on leave
+    assert env.page.inner_text("#out") == "armed"
+    obs, _, _, truncated, _ = env.step(f"click({element_id(info, 'away')})")
+    assert obs["title"] == "Page two" and not truncated

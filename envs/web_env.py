@@ -308,9 +308,10 @@ class WebEnv(gymnasium.Env):
 
     def _wait_ready(self, episode: _Episode, deadline: Deadline) -> Optional[dict]:
         page = episode.tabs.page
-        ready = wait_until_ready(page, self.config.browser,
-                                 deadline.timeout_s(self.config.browser.ready_timeout_s),
-                                 token=episode.steps)
+        browser = self.config.browser
+        # the first observation of an episode waits for the page load like a navigation does
+        cap = browser.ready_timeout_s if episode.steps else max(browser.ready_timeout_s, browser.load_timeout_s)
+        ready = wait_until_ready(page, browser, deadline.timeout_s(cap), token=episode.steps)
         if ready is None and not is_responsive(page, min(self.config.browser.responsive_probe_s, max(deadline.remaining(), 0.1))):
             raise PageUnresponsive("the page stopped responding (a script may be looping)")
         return ready

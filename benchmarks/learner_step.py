@@ -92,14 +92,14 @@ def main() -> None:
     samples = build_samples(processor, args.samples)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(work, "torch_extensions"))
     env = {k: os.environ[k] for k in ("RAY_USAGE_STATS_ENABLED", "HF_HUB_OFFLINE", "TORCH_EXTENSIONS_DIR")}
-    for attempt in range(3):  # Ray allows its raylet 30 s to register; retry on a loaded machine
+    for attempt in range(8):  # Ray allows its raylet 30 s to register; retry on a loaded machine
         try:
             ray.init(num_cpus=max(args.ranks), include_dashboard=False, log_to_driver=False,
                      _temp_dir=tempfile.mkdtemp(prefix="r", dir=work), runtime_env={"env_vars": env})
             break
         except Exception:
             ray.shutdown()
-            if attempt == 2:
+            if attempt == 7:
                 raise
     rows = []
     try:

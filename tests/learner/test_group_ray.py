@@ -24,14 +24,14 @@ def ray_cluster(run_dir):
     temp = tempfile.mkdtemp(prefix="r", dir=run_dir)
     env = {k: os.environ[k] for k in ("RAY_USAGE_STATS_ENABLED", "HF_HUB_OFFLINE", "TORCH_EXTENSIONS_DIR",
                                       "TOKENIZERS_PARALLELISM") if k in os.environ}
-    for attempt in range(3):  # Ray gives its raylet a fixed 30 s to register: retry on a loaded machine
+    for attempt in range(5):  # Ray gives its raylet a fixed 30 s to register: retry on a loaded machine
         try:
             ray.init(num_cpus=4, include_dashboard=False, _temp_dir=temp, log_to_driver=False,
                      runtime_env={"env_vars": env})
             break
         except Exception:
             ray.shutdown()
-            if attempt == 2:
+            if attempt == 4:
                 raise
     yield
     ray.shutdown()

@@ -166,7 +166,9 @@ class LearnerGroup:
                 if indices:
                     step_metrics.append(self._optimizer_step([samples[i] for i in indices]))
         self.policy_version = self._all("end_update")[0]
-        metrics = {k: sum(m[k] for m in step_metrics) / len(step_metrics) for k in step_metrics[0]}
+        keys = sorted({k for m in step_metrics for k in m})
+        metrics = {k: sum(m[k] for m in step_metrics if k in m) / sum(1 for m in step_metrics if k in m)
+                   for k in keys}
         metrics.update(policy_version=float(self.policy_version), optimizer_steps=float(len(step_metrics)))
         return metrics
 

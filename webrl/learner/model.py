@@ -90,7 +90,8 @@ class PolicyModule(nn.Module):
         return logprobs, entropy, values
 
     def _dummy_vision_output(self, device: torch.device) -> Tensor:
-        """Sum of the vision tower's output on one smallest image (grid 1 x m x m, m = merge)."""
+        """Sum of the vision tower's outputs (merged tokens and, for Qwen3-VL, deepstack features) on
+        one smallest image (grid 1 x m x m, m = merge): every vision parameter gets a gradient."""
         vcfg = self.model.config.vision_config
         merge = vcfg.spatial_merge_size
         patches = merge * merge
@@ -98,8 +99,11 @@ class PolicyModule(nn.Module):
         param = next(self.visual.parameters())
         pixels = torch.zeros((patches, width), dtype=param.dtype, device=device)
         grid = torch.tensor([[1, merge, merge]], dtype=torch.long, device=device)
-        feats = self.model.model.get_image_features(pixels, grid, return_dict=True).pooler_output
-        return sum(f.float().sum() for f in feats)
+        out = self.model.model.get_image_features(pixels, grid, return_dict=True)
+        total = sum(f.float().sum() for f in out.pooler_output)
+        for level in getattr(out, "deepstack_features", None) or []:  # Qwen3-VL's deepstack mergers
+            total = total + sum(f.float().sum() for f in level)
+        return total
 
 
 def trainable_named_parameters(module: PolicyModule) -> list[tuple[str, nn.Parameter]]:

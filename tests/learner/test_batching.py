@@ -109,3 +109,31 @@ def test_pixel_defaults_match_the_policy_prompt_config():
 
     cfg, prompt = LearnerConfig(model_path="x"), PromptConfig()
     assert (cfg.image_min_pixels, cfg.image_max_pixels) == (prompt.min_pixels, prompt.max_pixels)
+
+
+def test_learner_config_loads_through_the_project_config_machinery():
+    from webrl.config import load_config
+
+    cfg = load_config(LearnerConfig, overrides=["model_path=/m", "zero_stage=3", "optim.lr=1e-5",
+                                                "batching.ppo_epochs=2", "grpo.loss.clip_eps_high=0.3"])
+    assert isinstance(cfg, LearnerConfig) and cfg.zero_stage == 3 and cfg.optim.lr == 1e-5
+    assert cfg.batching.ppo_epochs == 2 and cfg.objective_config.loss.clip_eps_high == 0.3
+    assert cfg.optim.betas == (0.9, 0.999)
+
+
+def test_samples_from_trajectories_broadcasts_advantages_and_skips_dropped():
+    from webrl.learner import samples_from_trajectories
+    from webrl.types import Trajectory, Turn
+
+    def turn(k):
+        return Turn(prompt_ids=[1, 2], response_ids=[3 + k], logprobs=[-0.5], policy_version=4)
+
+    trajs = [Trajectory("a", group_id="g1", turns=[turn(0), turn(1)]),
+             Trajectory("a", group_id="g1", turns=[turn(2)], status="dropped", drop_reason="browser crashed"),
+             Trajectory("b", group_id="g2", turns=[turn(3)]),
+             Trajectory("b", group_id="g2", turns=[turn(4)])]
+    samples = samples_from_trajectories(trajs, advantages=[0.5, 9.0, -1.0, 2.0], keep=[True, True, True, False])
+    # trajectory 0's two turns, trajectory 2's one; 1 is dropped, 3 filtered by keep
+    assert [(s.response_ids, s.advantage, s.group_index, s.trajectory_index) for s in samples] == [
+        ([3], 0.5, 0, 0), ([4], 0.5, 0, 0), ([6], -1.0, 1, 2)]
+    assert samples[0].rollout_logprobs == [-0.5] and samples[0].policy_version == 4

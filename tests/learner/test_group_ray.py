@@ -49,10 +49,11 @@ def run(group, samples, steps, save_at=None, path=None):
 
 
 @pytest.fixture(scope="module")
-def one_rank(ray_cluster, tiny_qwen25vl_path):
-    """The reference: one rank, ZeRO 1. Also fixes the batch (rollout log-probs = its initial ones)."""
+def one_rank(tiny_qwen25vl_path):
+    """The reference: one rank, ZeRO 1, in this process (the same LearnerWorker code as an actor,
+    one actor start cheaper). Also fixes the batch (rollout log-probs = its initial ones)."""
     _, processor = load_model(tiny_qwen25vl_path)
-    group = LearnerGroup(learner_config(tiny_qwen25vl_path, zero_stage=1), 1)
+    group = LearnerGroup(learner_config(tiny_qwen25vl_path, zero_stage=1), 1, use_ray=False)
     try:
         samples = make_samples(processor, 6)
         samples = with_rollout_logprobs(samples, group.compute_logprobs(samples).logprobs)
@@ -63,7 +64,7 @@ def one_rank(ray_cluster, tiny_qwen25vl_path):
 
 
 @pytest.fixture(scope="module")
-def zero1_two_ranks(one_rank, tiny_qwen25vl_path, tmp_path_factory):
+def zero1_two_ranks(ray_cluster, one_rank, tiny_qwen25vl_path, tmp_path_factory):
     samples = one_rank[0]
     path = str(tmp_path_factory.mktemp("resume") / "step-00000002")
     group = LearnerGroup(learner_config(tiny_qwen25vl_path, zero_stage=1), 2)
@@ -89,7 +90,8 @@ def test_zero1_two_ranks_match_one_rank_and_loss_falls(one_rank, zero1_two_ranks
         assert_states_close(ref, mine, ATOL)
 
 
-def test_resume_after_kill_gives_the_uninterrupted_step_exactly(one_rank, zero1_two_ranks, tiny_qwen25vl_path):
+def test_resume_after_kill_gives_the_uninterrupted_step_exactly(ray_cluster, one_rank, zero1_two_ranks,
+                                                                tiny_qwen25vl_path):
     samples = one_rank[0]
     _, states, path = zero1_two_ranks
     group = LearnerGroup(learner_config(tiny_qwen25vl_path, zero_stage=1), 2)
@@ -104,7 +106,7 @@ def test_resume_after_kill_gives_the_uninterrupted_step_exactly(one_rank, zero1_
         assert torch.equal(tensor, resumed[name]), name
 
 
-def test_zero3_two_ranks_match_one_rank_and_weights_gather(one_rank, tiny_qwen25vl_path):
+def test_zero3_two_ranks_match_one_rank_and_weights_gather(ray_cluster, one_rank, tiny_qwen25vl_path):
     samples, ref_losses, ref_states = one_rank
     config = learner_config(tiny_qwen25vl_path, zero_stage=3,
                             deepspeed_overrides={"zero_optimization": {"stage3_param_persistence_threshold": 0}})

@@ -169,7 +169,7 @@ def heads_train_main(args: Optional[Sequence[str]] = None) -> dict:
     from webrl.models import load_model
     from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
     from webrl.policy.prompt import PromptConfig
-    from webrl.policy.synthetic_som import make_steps
+    from webrl.policy.synthetic_som import chance_levels, make_steps
 
     a = _parser().parse_args(args)
     hc = HeadsConfig(layer=a.layer, query=a.query, target_features=a.target_features)
@@ -186,7 +186,8 @@ def heads_train_main(args: Optional[Sequence[str]] = None) -> dict:
     heads, losses = train_heads(train, model.config.text_config.hidden_size, hc,
                                 HeadsTrainConfig(epochs=a.epochs, lr=a.lr, seed=a.seed))
     metrics = {"train": evaluate_heads(heads, train), "val": evaluate_heads(heads, val),
-               "final_loss": losses[-1], "seconds": time.perf_counter() - t0, "config": asdict(hc)}
+               "val_chance": chance_levels(pairs[:n_val]), "final_loss": losses[-1],
+               "seconds": time.perf_counter() - t0, "config": asdict(hc)}
     out = save_heads(heads, a.out or default_heads_dir(a.generator), a.generator, metrics)
     print(json.dumps({"out": str(out), **metrics}, indent=1))
     return metrics

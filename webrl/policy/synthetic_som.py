@@ -149,12 +149,13 @@ def make_steps(n: int, seed: int = 0, config: SyntheticConfig | None = None) -> 
     return steps
 
 
-def chance_levels(steps: Sequence[SyntheticStep]) -> dict[str, float]:
-    """Chance accuracy of each head (see the module docstring) on `steps`."""
-    kinds = [action_kind(s.action) for s in steps]
+def chance_levels(steps: Sequence[SyntheticStep | tuple[PolicyRequest, Action]]) -> dict[str, float]:
+    """Chance accuracy of each head (see the module docstring) on steps or (request, action) pairs."""
+    pairs = [(s.request, s.action) if isinstance(s, SyntheticStep) else tuple(s) for s in steps]
+    kinds = [action_kind(a) for _, a in pairs]
     majority = max(kinds.count(k) for k in set(kinds)) / len(kinds)
-    targets = [1 / len(s.request.observation.elements) for s, k in zip(steps, kinds) if k in ("click", "type", "select")]
-    values = [1 / (1 + len(next(e.options for e in s.request.observation.elements if e.id == s.action.element)))
-              for s, k in zip(steps, kinds) if k == "select"]
+    targets = [1 / len(r.observation.elements) for (r, _), k in zip(pairs, kinds) if k in ("click", "type", "select")]
+    values = [1 / (1 + len(next((e.options for e in r.observation.elements if e.id == a.element), ())))
+              for (r, a), k in zip(pairs, kinds) if k == "select"]
     return {"kind": majority, "target": sum(targets) / max(1, len(targets)),
             "value_select": sum(values) / max(1, len(values))}

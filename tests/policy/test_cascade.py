@@ -1,0 +1,137 @@
+"""Cascade policy: cached decoding equals uncached decoding, thresholds 1.0 / 0.0, head-turn records."""
+import pytest
+import torch
+
+from tests.policy.helpers import policy
+from webrl.policy.cascade import (CascadeConfig, CascadePolicy, decode_from_cache, forced_logprobs)
+from webrl.policy.generator import SamplingConfig
+from webrl.policy.head_features import prefill
+from webrl.policy.heads import DecisionHeads, HeadsConfig
+from webrl.policy.synthetic_som import make_steps
+
+PIXELS = dict(min_pixels=1024, max_pixels=48 * 28 * 28)
+
+
+def _policy(path, new_tokens=8):
+    return policy(path, sampling=SamplingConfig(greedy=True, max_new_tokens=new_tokens),
+                  action_format="som", think=False, **PIXELS)
+
+
+def _uncached_logits(pol, prompt, ids):
+    """(len(ids) + 1, V) logits predicting each of ids and the next token, from one full forward."""
+    batch = pol.encode([prompt])
+    P = batch["input_ids"].shape[1]
+    full = torch.cat([batch["input_ids"], torch.tensor([ids], dtype=torch.long)], dim=1)
+    extra = {k: batch[k] for k in ("pixel_values", "image_grid_thw")}
+    mm = torch.cat([batch["mm_token_type_ids"], torch.zeros(1, len(ids), dtype=batch["mm_token_type_ids"].dtype)], 1)
+    with torch.no_grad():
+        out = pol.model(input_ids=full, attention_mask=torch.ones_like(full), mm_token_type_ids=mm,
+                        use_cache=False, **extra)
+    return out.logits[0, P - 1:].float()
+
+
+def _uncached_greedy(pol, prompt, n):
+    ids = []
+    for _ in range(n):
+        nxt = int(_uncached_logits(pol, prompt, ids)[-1].argmax())
+        ids.append(nxt)
+        if nxt in pol.stop_ids:
+            break
+    return ids
+
+
+@pytest.fixture(scope="module")
+def requests():
+    return [s.request for s in make_steps(3, seed=5)]
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
+def test_decode_from_prefill_cache_equals_uncached_greedy(tiny_model_paths, requests, family):
+    pol = _policy(tiny_model_paths[family])
+    pre = prefill(pol, requests[0])
+    s = pol.config.sampling
+    ids, logps, _ = decode_from_cache(pol.model, pre.cache, pre.last_logits, s, pol.stop_ids, 6)
+    reference = _uncached_greedy(pol, pre.prompt, 6)
+    assert ids == reference
+    # log-probs of the cached path equal those of one uncached forward over prompt + response
+    ref_logp = torch.log_softmax(_uncached_logits(pol, pre.prompt, ids)[:-1], -1)
+    ref_logp = ref_logp.gather(-1, torch.tensor(ids).view(-1, 1)).flatten()
+    assert torch.allclose(torch.tensor(logps), ref_logp, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
+def test_threshold_one_reproduces_the_generator(tiny_model_paths, requests, family):
+    pol = _policy(tiny_model_paths[family])
+    heads = DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig())
+    cascade = CascadePolicy(pol, heads, CascadeConfig(threshold=1.0))
+    expected = pol.act(requests[:2])
+    got = cascade.act(requests[:2])
+    for e, g in zip(expected, got):
+        assert g.decided_by == "generator" and g.generated_tokens == len(e.response_ids)
+        assert g.response_ids == e.response_ids and g.response_text == e.response_text
+        assert g.prompt_ids == e.prompt_ids and g.parsed == e.parsed
+        assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(e.logprobs), atol=1e-4)
+
+
+def test_threshold_zero_always_uses_the_heads(tiny_qwen25vl_path, requests):
+    pol = _policy(tiny_qwen25vl_path)
+    heads = DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig())  # untrained
+    got = CascadePolicy(pol, heads, CascadeConfig(threshold=0.0)).act(requests)
+    for d in got:
+        assert d.decided_by in ("heads", "heads+write")
+        assert d.action is not None
+        if d.decided_by == "heads":
+            assert d.generated_tokens == 0 and d.action == d.proposal
+        else:  # the heads fixed kind and element; only the text came from the generator
+            assert (d.action.kind, d.action.element) == (d.proposal.kind, d.proposal.element)
+
+
+def _force_write(heads, kind="type"):
+    """Make the heads certain of `kind` with the WRITE slot (value index 0)."""
+    with torch.no_grad():
+        heads.kind_mlp[-1].bias.fill_(-50.0)
+        heads.kind_mlp[-1].bias[heads.config.kinds.index(kind)] = 50.0
+    return heads
+
+
+def test_write_decodes_text_from_the_same_cache(tiny_qwen25vl_path, requests):
+    """A WRITE decision: forced action prefix + generated text; the recorded log-probs are the
+    generator's, equal to an uncached teacher-forced forward over the whole response."""
+    pol = _policy(tiny_qwen25vl_path)
+    heads = _force_write(DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig(kinds=(
+        "click", "answer", "other"))), "answer")
+    cascade = CascadePolicy(pol, heads, CascadeConfig(threshold=0.5, max_text_tokens=5))
+    d = cascade.act(requests[:1])[0]
+    assert d.decided_by == "heads+write" and 1 <= d.generated_tokens <= 5
+    prefix = '<tool_call>{"name": "browser", "arguments": {"action": "answer", "text": "'
+    assert d.response_text.startswith(prefix)
+    n_forced = len(d.response_ids) - d.generated_tokens
+    assert pol.tokenizer.decode(d.response_ids[:n_forced]) == prefix
+    pre = prefill(pol, requests[0], keep_cache=False)
+    ref = torch.log_softmax(_uncached_logits(pol, pre.prompt, d.response_ids)[:-1], -1)
+    ref = ref.gather(-1, torch.tensor(d.response_ids).view(-1, 1)).flatten()
+    assert torch.allclose(torch.tensor(d.logprobs), ref, atol=1e-4)
+    # the generated text is the generator's greedy continuation of prompt + prefix
+    cont = _uncached_logits(pol, pre.prompt, d.response_ids[:n_forced])[-1].argmax()
+    assert d.response_ids[n_forced] == int(cont)
+
+
+def test_head_turns_exclude_records_no_loss_tokens(tiny_qwen25vl_path, requests):
+    pol = _policy(tiny_qwen25vl_path)
+    heads = DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig())
+    d = CascadePolicy(pol, heads, CascadeConfig(threshold=0.0, head_turns="exclude")).act(requests[:1])[0]
+    assert d.response_ids == [] and d.logprobs == [] and d.response_text.startswith("<tool_call>")
+    turn = d.to_turn(requests[0].observation)
+    assert turn.decided_by == d.decided_by and turn.response_ids == []
+
+
+def test_forced_logprobs_of_nothing_is_a_no_op():
+    logits = torch.randn(5)
+    assert forced_logprobs(None, None, logits, [], 1.0) == ([], logits)
+
+
+def test_cascade_config_validation():
+    with pytest.raises(ValueError, match="threshold"):
+        CascadeConfig(threshold=1.5)
+    with pytest.raises(ValueError, match="head_turns"):
+        CascadeConfig(head_turns="keep")

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -45,6 +45,10 @@ COMMANDS: dict[str, Command] = {
                      "webrl.serve.app:ServeConfig", "webrl.serve.app:serve_main", positional="model_path"),
     "view": Command("write the static HTML trajectory viewer of a run folder",
                     "webrl.cli:ViewConfig", "webrl.cli:view_main", positional="run_dir"),
+    "sites": Command("serve the sandbox websites on 127.0.0.1 for a person to browse",
+                     "webrl.cli:SitesConfig", "webrl.cli:sites_main"),
+    "demos": Command("record oracle demonstrations on sandbox tasks (successful episodes only)",
+                     "webrl.cli:DemosConfig", "webrl.cli:demos_main"),
     "judge-agreement": Command("run a judge over trajectories with known outcomes; print agreement and confusion",
                                "webrl.reward.main:JudgeAgreementConfig", "webrl.reward.main:judge_agreement_main",
                                positional="trajectories"),
@@ -66,6 +70,47 @@ def view_main(config: ViewConfig) -> int:
     return 0
 
 
+@dataclass
+class SitesConfig:
+    port: int = 8765
+    """Port on 127.0.0.1; 0 = any free port."""
+
+
+def sites_main(config: SitesConfig) -> int:
+    from webrl.envs.sites.cli import serve_sites
+
+    serve_sites(config)
+    return 0
+
+
+@dataclass
+class DemosConfig:
+    n: int = 400
+    """Oracle episodes to run; failed ones are counted, not saved."""
+    out: str = "demos"
+    """Output folder: demos.jsonl + images/ + summary.json."""
+    seed: int = 0
+    """Seed of the task draws."""
+    levels: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """Difficulty levels to draw from."""
+    sites: list[str] = field(default_factory=lambda: ["shop", "travel", "wiki", "widgets"])
+    """Sites to draw from."""
+    split: str = "train"
+    """train | test."""
+    viewport: str = "openwebrl"
+    """Browser viewport preset or WxH."""
+
+
+def demos_main(config: DemosConfig) -> int:
+    from webrl.envs.sites.cli import record_demos
+
+    summary = record_demos(config.n, config.out, seed=config.seed, levels=config.levels, sites=config.sites,
+                           split=config.split, viewport=config.viewport)
+    print(f"saved {summary['saved']} of {summary['episodes']} oracle episodes to {summary['path']} "
+          f"({len(summary['failed'])} failed, {len(summary['dropped'])} dropped)")
+    return 0
+
+
 def show_config(config) -> int:
     print(to_yaml(config), end="")
     return 0
@@ -79,8 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", default=None, help="preset name or YAML path (see --presets)")
         p.add_argument("--keys", action="store_true", help="list every config key with its documentation")
         p.add_argument("--presets", action="store_true", help="list the shipped presets")
-        p.add_argument("args", nargs="*", metavar="key=value",
-                       help=f"config overrides{f'; a bare first argument sets {cmd.positional}' if cmd.positional else ''}")
+        p.epilog = ("settings: key=value or --key value (see --keys)"
+                    + (f"; a bare first argument sets {cmd.positional}" if cmd.positional else ""))
     return parser
 
 
@@ -94,17 +139,50 @@ def run_command(name: str, args: argparse.Namespace) -> int:
         for key, tp, default, doc in describe(schema):
             print(f"{key} ({tp}, default {default!r})\n    {doc}")
         return 0
-    overrides = list(args.args)
-    if cmd.positional and overrides and "=" not in overrides[0]:
-        overrides[0] = f"{cmd.positional}={overrides[0]}"
-    config = load_config(schema, args.config, overrides)
+    config = load_config(schema, args.config, args.args)
     main: Callable = _resolve(cmd.main)
     return int(main(config) or 0)
 
 
+def _dashed_overrides(extra: list[str], positional: Optional[str] = None) -> list[str]:
+    """`--n 400 --out DIR` / `--out=DIR` / `n=400` -> ["n=400", "out=DIR"]; a bare first
+    argument sets `positional` (e.g. `webrl view RUN_DIR`)."""
+    out, i = [], 0
+    while i < len(extra):
+        item = extra[i]
+        if not item.startswith("--"):
+            if "=" in item:
+                out.append(item)
+            elif positional and i == 0:
+                out.append(f"{positional}={item}")
+            else:
+                raise ConfigError(f"cannot read argument {item!r}; use key=value or --key value")
+            i += 1
+            continue
+        key = item[2:].replace("-", "_")
+        if "=" in key:
+            out.append(key)
+            i += 1
+        elif i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            out.append(f"{key}={extra[i + 1]}")
+            i += 2
+        else:
+            out.append(f"{key}=true")
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command:
+        try:
+            args.args = _dashed_overrides(extra, COMMANDS[args.command].positional)
+        except ConfigError as e:
+            print(f"webrl {args.command}: config error: {e}", file=sys.stderr)
+            return 2
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:
         parser.print_help()
         return 2

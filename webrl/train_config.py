@@ -48,7 +48,8 @@ class ResourcesConfig:
     ray_address: str = ""
     """Ray cluster to join ("auto", "ray://..."); empty = the job's cluster if inside one, else local."""
     num_cpus: int = 0
-    """Logical CPUs of a local Ray instance; 0 = max(4, this machine's cores) (actors mostly wait)."""
+    """Logical CPUs of a local Ray instance; 0 = what the actors reserve or this machine's cores,
+    whichever is more (browsers and inference mostly wait, so oversubscribing is fine)."""
     num_env_workers: int = 1
     """EnvWorker actors (one Chromium each; env.num_slots episodes each)."""
     num_inference_workers: int = 1

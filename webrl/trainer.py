@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from webrl.config import to_yaml
+from webrl.ray_local import start_local_ray
 from webrl.train_config import WebRLConfig
 
 
@@ -122,6 +123,8 @@ class Trainer:
         if not samples:
             print("webrl sft: no demonstrations to train on; skipping the SFT stage")
             return
+        self.learner.shutdown()  # its CPUs go to the SFT learner; the RL learner restarts from SFT weights
+        self.learner = None
         learner = LearnerGroup(dataclasses.replace(cfg.sft.learner, model_path=self.model_path, seed=cfg.run.seed),
                                num_ranks=cfg.resources.learner_ranks, **self._learner_resources())
         try:
@@ -167,6 +170,9 @@ class Trainer:
         scored = [t for t in trajectories if t.status == "ok"]
         out: dict[str, Any] = {"success": _mean([float((t.reward or 0) > 0) for t in scored]),
                                "dropped": float(stats.dropped), "tasks": float(len(tasks))}
+        reasons = sorted({t.drop_reason for t in trajectories if t.status == "dropped"})
+        if reasons:
+            print(f"webrl eval: {len(reasons)} distinct drop reasons, e.g. {reasons[0]}")
         by_key: dict[str, list[float]] = {}
         for task, traj in zip(tasks, trajectories):
             if traj.status == "ok":
@@ -215,9 +221,10 @@ class Trainer:
         if address:  # a cluster (e.g. inside `ray job submit`): its own temp dir and CPUs
             ray.init(address=address, runtime_env={"env_vars": env_vars}, log_to_driver=False)
         else:
-            num_cpus = cfg.num_cpus or max(4, os.cpu_count() or 1)
-            ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=_ray_temp_dir(self.run_dir),
-                     runtime_env={"env_vars": env_vars}, log_to_driver=False)
+            needed = (cfg.num_env_workers * cfg.cpus_per_env_worker + cfg.learner_ranks * cfg.cpus_per_learner_rank
+                      + (cfg.num_inference_workers + 1) * cfg.cpus_per_inference_worker)
+            num_cpus = cfg.num_cpus or max(int(needed + 0.999), os.cpu_count() or 1)
+            start_local_ray(num_cpus, _ray_temp_dir(self.run_dir), env_vars)
         self._ray_started = True
 
     def _start_env_workers(self) -> list:

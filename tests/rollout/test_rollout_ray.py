@@ -13,6 +13,7 @@ from webrl.envs.sites.source import make_task  # noqa: E402
 from webrl.envs.worker import EnvWorkerConfig, make_env_worker_actor  # noqa: E402
 from webrl.policy import GeneratorConfig, SamplingConfig, make_format  # noqa: E402
 from webrl.policy.prompt import PromptConfig  # noqa: E402
+from webrl.ray_local import start_local_ray  # noqa: E402
 from webrl.rollout import InferenceActor, InferenceConfig, RolloutConfig, RolloutCoordinator  # noqa: E402
 from webrl.rollout.engines import GeneratorEngineFactory  # noqa: E402
 
@@ -22,8 +23,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.browser, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def ray_cluster(run_dir):
     temp = tempfile.mkdtemp(prefix="r", dir=run_dir)
-    ray.init(num_cpus=4, include_dashboard=False, _temp_dir=temp, log_to_driver=False,
-             runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}})
+    start_local_ray(4, temp, {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"})
     yield
     ray.shutdown()
 
@@ -102,7 +102,7 @@ def test_killed_env_worker_is_retried_and_nothing_is_lost(ray_cluster, tiny_qwen
 def test_shutdown_leaves_no_chromium_behind(run_dir, tiny_qwen25vl_path):
     temp = tempfile.mkdtemp(prefix="r", dir=run_dir)
     ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
+    start_local_ray(2, temp)
     worker = make_env_worker_actor(_env_config(), num_cpus=0.5)
     ray.get(worker.ping.remote())
     children = psutil.Process(_pid(worker)).children(recursive=True)

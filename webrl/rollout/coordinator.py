@@ -173,7 +173,9 @@ class RolloutCoordinator:
         result = await self._call(worker, "reset", index, None, {"task": task})
         stats.env_time_s += time.monotonic() - t0
         self._check_infra(result.info)
-        traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal)
+        traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal,
+                          info={"site": task.spec.site, "level": task.spec.level, "split": task.spec.split,
+                                "task_params": dict(task.spec.params)})
         history: list[Turn] = []
         for _ in range(max_turns):
             observation = self._observation(result)

@@ -98,6 +98,12 @@ def _date_phrase(rng, date: str) -> str:
     return rng.choice((f"{d.day} {d:%B} {d.year}", f"{d:%B} {d.day}", f"{d:%A} {d.day} {d:%B}", date))
 
 
+def _booking_steps(pax: str, cabin: str, filters: dict) -> int:
+    """The oracle's path: two cities (type + suggestion each), date, passengers and cabin when
+    not the defaults, search, filters, select, three passenger fields, confirm."""
+    return 4 + 1 + (pax != "1") + (cabin != "economy") + 1 + filters["nonstop"] + bool(filters["airline"]) + 1 + 3 + 1
+
+
 def gen_search_book(rng, split, seed):
     for _ in range(200):
         origin, destination, date = _route(rng, split)
@@ -106,6 +112,8 @@ def gen_search_book(rng, split, seed):
             continue
         filters, word, best, phrase = found
         pax, cabin = rng.choice(("1", "1", "2", "3", "4")), rng.choice(("economy", "economy", "premium", "business"))
+        if _booking_steps(pax, cabin, filters) > 15:  # level 2 is five to fifteen steps
+            continue
         first, last = rng.choice(FIRST), rng.choice(LAST)
         person = {"first_name": first, "last_name": last, "email": f"{first[0].lower()}{last.lower()}@mail.example"}
         who = f"{pax} adults" if pax != "1" else "one adult"

@@ -7,6 +7,7 @@ import random
 from flask import Blueprint, abort, jsonify, render_template, request
 
 from webrl.envs.sites.server import current_state
+from webrl.envs.sites.state import STORE
 from webrl.envs.sites.widgets.layout import finish_layout, new_control
 
 blueprint = Blueprint("widgets", __name__, url_prefix="/widgets", template_folder="templates",
@@ -43,6 +44,11 @@ def event():
     "seq": int}. Values arrive out of order from concurrent fetches: the highest seq wins."""
     data = request.get_json(force=True, silent=True) or {}
     state = current_state()
+    with STORE.lock:  # concurrent fetches of one page: keep the seq check and the write together
+        return _record(state, data)
+
+
+def _record(state, data: dict):
     w = state.widgets
     seqs = state.params.setdefault("_seq", {})
     kind, cid, seq = data.get("type"), str(data.get("id", "")), int(data.get("seq", 0))

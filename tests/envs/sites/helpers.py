@@ -28,7 +28,33 @@ def _observe(page: Any, task: Any, step: int) -> dict:
     raise RuntimeError(f"could not observe {page.url}")
 
 
+def _navigations(page: Any) -> list:
+    """Main-frame navigation requests seen on `page` (a list the handler appends to)."""
+    if not hasattr(page, "_webrl_navs"):
+        page._webrl_navs = []
+        page.on("request", lambda r: page._webrl_navs.append(r.url)
+                if r.is_navigation_request() and r.frame == page.main_frame else None)
+    return page._webrl_navs
+
+
 def _execute(page: Any, action: Any, elements: list) -> None:
+    """Run the action; if it started a navigation, wait until the new document has loaded
+    (an action's return does not mean its form submission has reached the next page)."""
+    navs = _navigations(page)
+    navs.clear()
+    page.evaluate("() => { window.__lightToken = 1; }")
+    _act(page, action, elements)
+    page.wait_for_timeout(30)
+    for _ in range(3 if navs else 0):
+        try:  # the old document's context dies mid-wait when the new one commits: wait again
+            page.wait_for_function("() => !window.__lightToken && document.readyState !== 'loading'",
+                                   timeout=10000)
+            break
+        except PlaywrightError:
+            page.wait_for_timeout(20)
+
+
+def _act(page: Any, action: Any, elements: list) -> None:
     loc = (lambda i: page.locator(f'[data-webrl-id="{elements[i]["id"]}"]').first)
     if action.kind == "click":
         loc(action.element).click(timeout=5000)

@@ -2,7 +2,8 @@
 
     python benchmarks/learner_step.py [--samples 16] [--steps 3] [--ranks 1 2] [--stages 0 1 2 3]
 
-Each configuration builds a `LearnerGroup` on a local Ray cluster (gloo), runs one warm-up
+Each configuration builds a `LearnerGroup` (ranks as spawned processes, gloo; `--ray` puts them
+in Ray actors instead, which changes nothing in the step itself), runs one warm-up
 update and `--steps` timed GRPO updates (one optimizer step each) on the same batch of image
 turns, and reports:
   tokens/s       real (unpadded) prompt + response tokens trained per second of wall time
@@ -47,14 +48,14 @@ def build_samples(processor, n: int):
     return out
 
 
-def measure(model_path, samples, stage: int, ranks: int, steps: int) -> dict:
+def measure(model_path, samples, stage: int, ranks: int, steps: int, use_ray: bool) -> dict:
     import dataclasses
 
     from webrl.learner import BatchingConfig, LearnerConfig, LearnerGroup, OptimConfig
 
     config = LearnerConfig(model_path=model_path, zero_stage=stage, optim=OptimConfig(lr=1e-4),
                            batching=BatchingConfig(token_budget=2048))
-    group = LearnerGroup(config, ranks)
+    group = LearnerGroup(config, ranks, use_ray=use_ray)
     try:
         lp = group.compute_logprobs(samples).logprobs
         samples = [dataclasses.replace(s, rollout_logprobs=x.tolist()) for s, x in zip(samples, lp)]
@@ -80,9 +81,8 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--stages", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--family", default="qwen2.5-vl")
+    parser.add_argument("--ray", action="store_true", help="ranks as Ray actors (default: child processes)")
     args = parser.parse_args()
-
-    import ray
 
     from webrl.models import load_model, tiny_model
 
@@ -91,25 +91,39 @@ def main() -> None:
     _, processor = load_model(path)
     samples = build_samples(processor, args.samples)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(work, "torch_extensions"))
+    if args.ray:
+        start_ray(work, max(args.ranks))
+    rows = []
+    try:
+        for ranks in args.ranks:
+            for stage in args.stages:
+                rows.append(measure(path, samples, stage, ranks, args.steps, args.ray))
+                r = rows[-1]
+                print(f"ZeRO {stage}, {ranks} rank(s): {r['tokens_per_s']:.0f} tok/s", flush=True)
+    finally:
+        if args.ray:
+            import ray
+
+            ray.shutdown()
+    print_table(args, samples, rows)
+
+
+def start_ray(work: str, num_cpus: int) -> None:
+    import ray
+
     env = {k: os.environ[k] for k in ("RAY_USAGE_STATS_ENABLED", "HF_HUB_OFFLINE", "TORCH_EXTENSIONS_DIR")}
     for attempt in range(8):  # Ray allows its raylet 30 s to register; retry on a loaded machine
         try:
-            ray.init(num_cpus=max(args.ranks), include_dashboard=False, log_to_driver=False,
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                      _temp_dir=tempfile.mkdtemp(prefix="r", dir=work), runtime_env={"env_vars": env})
             break
         except Exception:
             ray.shutdown()
             if attempt == 7:
                 raise
-    rows = []
-    try:
-        for ranks in args.ranks:
-            for stage in args.stages:
-                rows.append(measure(path, samples, stage, ranks, args.steps))
-                r = rows[-1]
-                print(f"ZeRO {stage}, {ranks} rank(s): {r['tokens_per_s']:.0f} tok/s", flush=True)
-    finally:
-        ray.shutdown()
+
+
+def print_table(args, samples, rows) -> None:
     tokens = sum(s.length for s in samples)
     print(f"\n{args.family} tiny model, {args.samples} image turns ({tokens} tokens) per step, "
           f"{args.steps} timed steps, gloo on CPU")

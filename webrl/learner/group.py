@@ -12,8 +12,8 @@ collate and run the samples they were sent.
 
 Placement: by default the group reserves its own placement group of `num_ranks` bundles
 (`resources_per_rank`, PACK). Inside a Ray Tune trial pass the trial's placement group and
-the index of the first bundle meant for the learner (`bundle_offset`). `num_ranks=1,
-use_ray=False` runs the one rank in this process (tests, notebooks).
+the index of the first bundle meant for the learner (`bundle_offset`). `use_ray=False` runs
+one rank in this process, or several as spawned child processes (tests, notebooks, benchmarks).
 """
 from __future__ import annotations
 
@@ -55,6 +55,70 @@ class LocalRanks:
     def shutdown(self) -> None:
         for w in self.workers:
             w.shutdown()
+
+
+class _RankFailure:
+    def __init__(self, message: str):
+        self.message = message
+
+
+def _serve_rank(conn, config: LearnerConfig, rank: int, world_size: int, port: int, num_cpus: int) -> None:
+    """Body of a `ProcessRanks` child: build the rank, then run (method, args) messages."""
+    import traceback
+
+    try:
+        worker = LearnerWorker(config, rank, world_size, "127.0.0.1", port, num_cpus)
+    except Exception:
+        worker, failure = None, _RankFailure(traceback.format_exc())
+    while True:
+        message = conn.recv()
+        if message is None:
+            if worker is not None:
+                worker.shutdown()
+            return
+        if worker is None:
+            conn.send(failure)
+            continue
+        method, args = message
+        try:
+            conn.send(getattr(worker, method)(*args))
+        except Exception:
+            conn.send(_RankFailure(traceback.format_exc()))
+
+
+class ProcessRanks:
+    """`num_ranks` ranks as spawned child processes of this one (no Ray): quick local multi-rank
+    runs and the step benchmark, where Ray's start-up would only add noise."""
+
+    def __init__(self, config: LearnerConfig, num_ranks: int, num_cpus: int = 1):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        port = free_port()
+        self.conns, self.procs = [], []
+        for rank in range(num_ranks):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_serve_rank, args=(child, config, rank, num_ranks, port, num_cpus), daemon=True)
+            proc.start()
+            self.conns.append(parent)
+            self.procs.append(proc)
+        self.call("pid", [()] * num_ranks)
+
+    def call(self, method: str, args_per_rank: Sequence[tuple]) -> list:
+        for conn, args in zip(self.conns, args_per_rank):
+            conn.send((method, args))
+        results = [conn.recv() for conn in self.conns]
+        for rank, result in enumerate(results):
+            if isinstance(result, _RankFailure):
+                raise RuntimeError(f"learner rank {rank} failed in {method}:\n{result.message}")
+        return results
+
+    def shutdown(self) -> None:
+        for conn in self.conns:
+            conn.send(None)
+        for proc in self.procs:
+            proc.join(timeout=60)
+        self.conns, self.procs = [], []
 
 
 class RayRanks:
@@ -108,12 +172,13 @@ class LearnerGroup:
                  bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None):
         if num_ranks < 1:
             raise ValueError(f"num_ranks must be >= 1, got {num_ranks}")
-        if not use_ray and num_ranks != 1:
-            raise ValueError("use_ray=False runs exactly one rank in this process; use num_ranks=1")
         self.config, self.num_ranks = config, num_ranks
         resources = resources_per_rank or {"CPU": 1}
-        self.ranks = (RayRanks(config, num_ranks, resources, placement_group, bundle_offset, env_vars) if use_ray
-                      else LocalRanks(config, int(resources.get("CPU", 1))))
+        cpus = int(resources.get("CPU", 1))
+        if use_ray:
+            self.ranks = RayRanks(config, num_ranks, resources, placement_group, bundle_offset, env_vars)
+        else:
+            self.ranks = LocalRanks(config, cpus) if num_ranks == 1 else ProcessRanks(config, num_ranks, cpus)
         self.policy_version = 0
 
     # -- helpers --------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def sft(policy, steps, n_steps: int, lr: float, seed: int) -> list[float]:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.detach().item())
     model.eval()
     return losses
 

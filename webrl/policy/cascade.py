@@ -253,8 +253,7 @@ class CascadePolicy:
                               over_budget=pre.prompt.over_budget, finish_reason=finish)
         return CascadeDecision(parsed=parsed, response_text=text, prompt_ids=list(pre.input_ids), response_ids=ids,
                                logprobs=logps, images=list(pre.prompt.images), stats=stats, decided_by=decided_by,
-                               generated_tokens=generated, confidence=proposal.confidence,
-                               proposal=None if proposal.action is None else proposal.action)
+                               generated_tokens=generated, confidence=proposal.confidence, proposal=proposal.action)
 
     def _decode_text(self, ids: Sequence[int]) -> str:
         text = self.tokenizer.decode(list(ids), skip_special_tokens=False)

@@ -112,7 +112,7 @@ def train_heads(train: Sequence[LabelledStep], hidden_size: int, heads_config: H
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss) * len(kind)
+            total += loss.detach().item() * len(kind)
         losses.append(total / len(train))
     return heads.eval(), losses
 

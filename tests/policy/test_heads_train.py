@@ -64,3 +64,15 @@ def test_heads_beat_chance_on_held_out_synthetic_steps(tiny_qwen25vl_path, tmp_p
     assert Path(tmp_path / "heads" / "heads.pt").exists()
     assert val["target"] >= chance["target"] + 0.2, (val, chance)
     assert val["kind"] >= chance["kind"] + 0.2, (val, chance)
+
+
+def test_value_head_without_options_is_write():
+    """An element with no listed options: the value pointer has only the WRITE slot (p = 1)."""
+    from webrl.policy.heads import HeadInputs
+
+    heads = DecisionHeads(16, HeadsConfig(head_dim=8, query="last"))
+    x = HeadInputs(torch.randn(2, 16), torch.randn(2, 3, 16), torch.ones(2, 3, dtype=torch.bool),
+                   torch.zeros(2, 0, 16), torch.zeros(2, 0, dtype=torch.bool))
+    out = heads(x)
+    assert out.value.shape == (2, 1) and torch.allclose(out.value.softmax(-1), torch.ones(2, 1))
+    assert out.target.shape == (2, 3) and out.kind.shape == (2, len(KINDS))

@@ -217,7 +217,8 @@ class DecisionHeads(nn.Module):
         o = self.value_k(self.norm_o(x.options))  # (B, M, d)
         slots = torch.cat([self.write.expand(o.shape[0], 1, -1), o], dim=1)  # (B, 1 + M, d)
         value = torch.einsum("bd,bmd->bm", self.value_q(q), slots) * scale
-        mask = torch.cat([torch.ones_like(x.option_mask[:, :1]), x.option_mask], dim=1)
+        write_ok = torch.ones(x.option_mask.shape[0], 1, dtype=torch.bool, device=x.option_mask.device)
+        mask = torch.cat([write_ok, x.option_mask], dim=1)  # (B, 1 + M); M may be 0
         value = value.masked_fill(~mask, float("-inf"))
         return HeadOutputs(kind, target, value)
 

@@ -303,10 +303,22 @@ class LearnerWorker:
         return dict(state.get("client_state", {}))
 
     def shutdown(self) -> None:
+        """Destroy the process group, and DeepSpeed's cached groups with it, so a later learner
+        can start in this same process (DeepSpeed keeps a clone of the world group in a module
+        global that would otherwise point at the destroyed group)."""
         import torch.distributed as dist
+        from deepspeed.utils import groups
 
         if dist.is_initialized():
             dist.destroy_process_group()
+        groups._WORLD_GROUP = None
+        groups._ZERO_PARAM_INTRA_PARALLEL_GROUP = None
+        groups._DATA_PARALLEL_GROUP = None
+        groups.mesh_device = None
+        for cache in (groups._EXPERT_PARALLEL_GROUP, groups._EXPERT_PARALLEL_GROUP_RANKS,
+                      groups._EXPERT_DATA_PARALLEL_GROUP, groups._EXPERT_DATA_PARALLEL_GROUP_RANKS,
+                      groups._ALL_TO_ALL_GROUP):
+            cache.clear()
 
     def pid(self) -> int:
         return os.getpid()

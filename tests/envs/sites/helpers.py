@@ -40,6 +40,8 @@ def _navigations(page: Any) -> list:
 def _execute(page: Any, action: Any, elements: list) -> None:
     """Run the action; if it started a navigation, wait until the new document has loaded
     (an action's return does not mean its form submission has reached the next page)."""
+    if action.kind == "type":  # typing never submits on these sites
+        return _act(page, action, elements)
     navs = _navigations(page)
     navs.clear()
     page.evaluate("() => { window.__lightToken = 1; }")

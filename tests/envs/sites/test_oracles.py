@@ -6,6 +6,8 @@ The default run drives a few tasks per site and level through `WebEnv`; the slow
 100 tasks per site and level (a third from the test split) with the light runner
 (helpers.light_episode: same element collection, no screenshots) and requires >= 99%.
 """
+import os
+
 import pytest
 
 from webrl.envs.sites.demos import run_oracle_episode
@@ -13,6 +15,7 @@ from webrl.envs.sites.source import SITE_NAMES, make_task
 from tests.envs.sites.helpers import light_episode
 
 STEP_RANGE = {0: (1, 1), 1: (2, 4), 2: (5, 15)}
+SWEEP = int(os.environ.get("WEBRL_SITES_SWEEP", "100"))  # tasks per site and level in the slow sweep
 
 
 def _steps(actions: list[str]) -> int:
@@ -44,12 +47,12 @@ def test_oracle_through_webenv(site_env, site):
 def test_oracle_success_100_per_level(light_page, site):
     for level in (0, 1, 2):
         failures, lengths = [], []
-        for seed in range(100):
+        for seed in range(SWEEP):
             task = make_task(site, level, _split(seed), seed)
             reward, actions = light_episode(light_page, task)
             lengths.append(_steps(actions))
             if reward != 1.0:
                 failures.append((task.spec.id, task.spec.goal, actions, task.last_details))
-        assert len(failures) <= 1, failures          # >= 99 of 100
+        assert len(failures) <= SWEEP // 100, failures          # >= 99%
         lo, hi = STEP_RANGE[level]
         assert lo <= min(lengths) and max(lengths) <= hi, (site, level, sorted(set(lengths)))

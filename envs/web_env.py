@@ -220,7 +220,7 @@ class WebEnv(gymnasium.Env):
                   timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
         task.setup(page)
         notes = self._settle(episode, deadline, before=(page, page.url))
-        feedback = "; ".join([f"Opened {task.spec.start_url}"] + notes)
+        feedback = "; ".join([f"Opened {task.spec.start_url}"] + _count_repeats(notes))
         return self._observe(episode, deadline, feedback=feedback, error="")
 
     def _act_and_observe(self, episode: _Episode, parsed: Union[Action, ParseError], deadline: Deadline):
@@ -236,7 +236,7 @@ class WebEnv(gymnasium.Env):
             except ActionFailed as failure:
                 error = str(failure)
         notes = self._settle(episode, deadline, before, description)
-        feedback = "; ".join([description] * bool(description) + notes)
+        feedback = "; ".join([description] * bool(description) + _count_repeats(notes))
         terminated, reward = False, 0.0
         task = episode.task
         answer = parsed.text if isinstance(parsed, Action) and parsed.kind == "answer" else None
@@ -380,6 +380,14 @@ class WebEnv(gymnasium.Env):
             episode.context.close()
         except Exception:  # browser already gone
             pass
+
+
+def _count_repeats(notes: list[str]) -> list[str]:
+    """Identical notes once, in first-seen order, with "(xN)" when repeated (blocked trackers)."""
+    counts: dict[str, int] = {}
+    for note in notes:
+        counts[note] = counts.get(note, 0) + 1
+    return [note if n == 1 else f"{note} (x{n})" for note, n in counts.items()]
 
 
 def _parse(action: Any) -> Union[Action, ParseError]:

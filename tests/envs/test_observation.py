@@ -131,3 +131,10 @@ def test_configs_validate_and_name_the_field():
     config = WebEnvConfig.from_dict({"browser": {"viewport": "cpu"}, "max_steps": 7})
     assert config.browser.viewport == "cpu" and config.max_steps == 7
     assert WebEnvConfig.from_dict(config.to_dict()) == config
+
+
+def test_repeated_feedback_notes_are_counted():
+    from webrl.envs.web_env import _count_repeats
+
+    notes = ["Blocked image request to a.test", "Dialog alert 'x' accepted", "Blocked image request to a.test"]
+    assert _count_repeats(notes) == ["Blocked image request to a.test (x2)", "Dialog alert 'x' accepted"]

@@ -10,6 +10,22 @@ from webrl.envs.worker import EnvWorker, EnvWorkerConfig, make_env_worker_actor
 
 register_envs()
 
+
+def _register_task_suites() -> None:
+    """The sandbox sites always; MiniWoB++ when its HTML (the `miniwob` package) is installed."""
+    import importlib.util
+
+    from webrl.envs.sites.registry import register_site_envs
+
+    register_site_envs()
+    if importlib.util.find_spec("miniwob") is not None:
+        from webrl.envs.miniwob import register_miniwob_envs
+
+        register_miniwob_envs()
+
+
+_register_task_suites()
+
 __all__ = [
     "BaseTask", "Task", "TaskSource", "TaskSpec",
     "BrowserConfig", "BrowserSession", "InfraError", "ObservationConfig", "SafetyConfig",

@@ -6,6 +6,7 @@ success, and optionally a scripted oracle that solves it from live observations.
 
 Lifecycle inside one episode::
 
+    task.prepare()                        # in the env's process, before the start URL opens
     task.setup(page)                      # after the context opens, before the first observation
     ... agent steps; each step the shell may ask task.oracle_action(obs) (demos, tests) ...
     reward = task.reward(page, answer)    # float in [0, 1], or None: needs a judge
@@ -56,6 +57,10 @@ class Task(Protocol):
 
     spec: TaskSpec
 
+    def prepare(self) -> None:
+        """In the process that runs the episode, before the browser opens `spec.start_url`:
+        e.g. start a local site server there and point the URL at it (tasks built elsewhere)."""
+
     def setup(self, page: Any) -> None:
         """Prepare the episode (e.g. log in, reset server state, seed the page)."""
 
@@ -74,6 +79,9 @@ class BaseTask:
 
     def __init__(self, spec: TaskSpec):
         self.spec = spec
+
+    def prepare(self) -> None:
+        return None
 
     def setup(self, page: Any) -> None:
         return None

@@ -200,6 +200,9 @@ class WebEnv(gymnasium.Env):
 
     def _start_episode(self, task: Task):
         self._close_episode()
+        prepare = getattr(task, "prepare", None)  # optional: tasks written before the hook lack it
+        if prepare is not None:
+            prepare()
         allowlist = DomainAllowlist(task.spec.allowed_domains)
         reason = allowlist.check_navigation(task.spec.start_url)
         if reason:

@@ -191,6 +191,17 @@ class SiteTask(BaseTask):
         self._checker = checkers[self.kind]
         self._oracle = oracles[self.kind]
 
+    def prepare(self) -> None:
+        """Point the task at this process's site server (it may have been built elsewhere)."""
+        from webrl.envs.sites.server import ensure_server
+
+        base = ensure_server()
+        start = urlparse(self.spec.start_url)
+        if f"{start.scheme}://{start.netloc}" != base:
+            path = start.path + (f"?{start.query}" if start.query else "")
+            self.spec.start_url = base + path
+            self.spec.allowed_domains = (urlparse(base).netloc,)
+
     def setup(self, page: Any) -> None:
         from webrl.envs.sites.server import ensure_server
         from webrl.envs.sites.state import STORE, SessionState

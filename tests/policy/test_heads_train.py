@@ -51,6 +51,8 @@ def test_save_beside_not_inside(tmp_path):
     assert json.loads((out / "heads_config.json").read_text())["generator"] == str(gen)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_heads_beat_chance_on_held_out_synthetic_steps(tiny_qwen25vl_path, tmp_path):
     """`webrl heads-train` on 200 synthetic steps (160 train / 40 held out), frozen random generator.
 

@@ -99,7 +99,8 @@ def main() -> None:
             for stage in args.stages:
                 rows.append(measure(path, samples, stage, ranks, args.steps, args.ray))
                 r = rows[-1]
-                print(f"ZeRO {stage}, {ranks} rank(s): {r['tokens_per_s']:.0f} tok/s", flush=True)
+                print(f"ZeRO {stage}, {ranks} rank(s): {r['tokens_per_s']:.0f} tok/s, {r['step_ms']:.0f} ms/step, "
+                      f"peak RSS {r['peak_rss_mib']:.0f} MiB, growth {r['growth_mib']:.0f} MiB", flush=True)
     finally:
         if args.ray:
             import ray

@@ -72,6 +72,12 @@ class ResourcesConfig:
             raise ConfigError("resources: num_env_workers, num_inference_workers and learner_ranks must be >= 1")
 
 
+def _sft_learner() -> LearnerConfig:
+    from webrl.learner.config import OptimConfig
+
+    return LearnerConfig(objective="sft", optim=OptimConfig(lr=1e-3))
+
+
 @dataclass
 class SFTStageConfig:
     demos: int = 48
@@ -82,8 +88,8 @@ class SFTStageConfig:
     """Use demonstrations already recorded here (`webrl demos --out DIR`) instead of recording."""
     epochs: int = 3
     """Passes over the demonstrations."""
-    learner: LearnerConfig = field(default_factory=lambda: LearnerConfig(objective="sft"))
-    """Learner settings of the SFT stage (its objective is sft)."""
+    learner: LearnerConfig = field(default_factory=lambda: _sft_learner())
+    """Learner settings of the SFT stage (its objective is sft; lr 1e-3 suits tiny models)."""
 
     def __post_init__(self) -> None:
         if self.demos < 0 or self.epochs < 1:

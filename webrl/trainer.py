@@ -90,6 +90,7 @@ class Trainer:
             tasks = self._sample_tasks(rng, cfg.tasks.tasks_per_iteration, cfg.tasks.train_levels, "train")
             trajectories, stats = self.coordinator.collect(tasks, self.iteration)
             t_collect = time.monotonic() - t0
+            staleness = _staleness(trajectories, self.policy_version)
             reward_metrics = self._score(trajectories)
             samples, adv_metrics = self._samples(trajectories)
             t1 = time.monotonic()
@@ -101,7 +102,7 @@ class Trainer:
                        "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
                        "env_steps_per_s": stats.steps_per_s, "samples": len(samples),
                        "time_collect_s": t_collect, "time_update_s": t_update,
-                       "staleness": _staleness(trajectories, self.policy_version)}
+                       "staleness": staleness}
             if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
                 metrics.update({f"eval_{k}": v for k, v in self.evaluate(f"iteration {self.iteration}").items()
                                 if isinstance(v, float)})
@@ -385,8 +386,9 @@ def _mean(xs: list[float]) -> float:
 
 
 def _staleness(trajectories, version: int) -> float:
+    """Most policy versions any collected turn lags behind the learner (0 in sync mode)."""
     versions = [t.policy_version for traj in trajectories for t in traj.turns if t.policy_version >= 0]
-    return float(max((version - 1 - v for v in versions), default=0))
+    return float(max((version - v for v in versions), default=0))
 
 
 def _tensorboard(folder: Path):

@@ -25,6 +25,7 @@ from webrl.policy.prompt import PromptBuilder, PromptConfig, RenderedPrompt
 from webrl.policy.types import Decision, DecisionStats, PolicyRequest
 
 STOP_TOKENS = ("</tool_call>", "<|im_end|>", "<|endoftext|>")
+VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
 
 
 @dataclass
@@ -85,6 +86,12 @@ class GeneratorPolicy:
         vocab = self.tokenizer.get_vocab()
         self.stop_ids = [vocab[t] for t in names if t in vocab]
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_ids[-1]
+        # Vision placeholders must never be sampled: the model counts every <|image_pad|> in
+        # its input against the images, so one in a response breaks the learner's forward pass.
+        # Trained checkpoints give them ~0 probability; random tiny models do not. The reported
+        # log-probs stay those of the unmasked softmax (what the learner recomputes), a
+        # negligible difference wherever the masked tokens carry ~0 mass.
+        self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
 
     def count_text_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -121,6 +128,7 @@ class GeneratorPolicy:
         temperature = 1.0 if s.greedy else s.temperature
         gen_kwargs = dict(max_new_tokens=s.max_new_tokens, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
                           return_dict_in_generate=True, output_logits=True, repetition_penalty=1.0,
+                          suppress_tokens=self.suppress_ids or None,
                           top_k=None if s.greedy else (s.top_k or 0))
         if s.greedy:
             gen_kwargs.update(do_sample=False, temperature=None, top_p=None)

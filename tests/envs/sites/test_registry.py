@@ -42,7 +42,9 @@ def test_check_env(browser_session, env_id):
     register_site_envs()
     env = gymnasium.make(env_id, config={"browser": {"viewport": "small"}}, session=browser_session)
     try:
-        check_env(env.unwrapped, skip_render_check=True)  # includes: same seed -> same observation
+        # includes: same seed -> same observation. The close check deep-copies the env, which
+        # cannot copy a shared browser session (the MiniWoB check skips it for the same reason).
+        check_env(env.unwrapped, skip_render_check=True, skip_close_check=True)
     finally:
         env.close()
 

@@ -6,7 +6,7 @@ success, and optionally a scripted oracle that solves it from live observations.
 
 Lifecycle inside one episode::
 
-    task.prepare()                        # in the env's process, before the start URL opens
+    task.prepare()                        # optional: in the env's process, before the start URL opens
     task.setup(page)                      # after the context opens, before the first observation
     ... agent steps; each step the shell may ask task.oracle_action(obs) (demos, tests) ...
     reward = task.reward(page, answer)    # float in [0, 1], or None: needs a judge
@@ -57,9 +57,9 @@ class Task(Protocol):
 
     spec: TaskSpec
 
-    def prepare(self) -> None:
-        """In the process that runs the episode, before the browser opens `spec.start_url`:
-        e.g. start a local site server there and point the URL at it (tasks built elsewhere)."""
+    # Optional, not part of the protocol check: `prepare(self) -> None`, called in the process
+    # that runs the episode before the browser opens `spec.start_url` (e.g. start a local site
+    # server there and point the URL at it, for tasks built in another process).
 
     def setup(self, page: Any) -> None:
         """Prepare the episode (e.g. log in, reset server state, seed the page)."""

@@ -23,3 +23,20 @@ def test_task_with_placeholder_url_is_prepared_and_solved(browser_session):
         assert reward == 1.0
     finally:
         env.close()
+
+
+def test_prepare_is_optional_for_the_task_protocol():
+    from webrl.envs.task import Task, TaskSpec
+
+    class Minimal:  # a task written against the protocol without the optional hook
+        spec = TaskSpec(id="t", goal="g", start_url="http://127.0.0.1:1/")
+
+        def setup(self, page): ...
+
+        def reward(self, page, answer): ...
+
+        def oracle_action(self, observation): ...
+
+        def teardown(self, page): ...
+
+    assert isinstance(Minimal(), Task)

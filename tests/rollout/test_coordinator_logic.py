@@ -76,7 +76,7 @@ def _tasks(n):
 
 def _coordinator(env, slots=3, **cfg):
     worker = InferenceWorker(ScriptedEngine(), InferenceConfig(batch_window_s=0.01, max_batch_size=8), version=3)
-    config = RolloutConfig(**{"group_size": 4, "max_turns": 5, **cfg})
+    config = RolloutConfig(**{"group_size": 4, "max_turns": 5, "retry_backoff_s": 0.01, **cfg})
     return RolloutCoordinator([(env, i) for i in range(slots)], [AsyncInference(worker)], config), worker
 
 

@@ -2,7 +2,6 @@
 running the tiny Qwen2.5-VL generator, the coordinator in the driver."""
 import os
 import tempfile
-import time
 
 import pytest
 
@@ -80,23 +79,31 @@ def test_killed_env_worker_is_retried_and_nothing_is_lost(ray_cluster, tiny_qwen
     ray.get([w.ping.remote() for w in workers])
     victim_pid = _pid(workers[0])
     inference = _inference(tiny_qwen25vl_path)
+    killed = []
+
+    def kill_victim_once(trajectory):
+        # When the first trajectory ends, the other three slots are busy and four trajectories
+        # wait: at least one in-flight or later trajectory on the victim fails and is retried.
+        if not killed:
+            psutil.Process(victim_pid).kill()
+            killed.append(trajectory.task_id)
+
     coord = RolloutCoordinator([(w, i) for w in workers for i in range(2)], [inference],
-                               RolloutConfig(group_size=4, max_turns=3, max_retries=3))
-
-    import threading
-
-    def kill_soon():
-        time.sleep(4.0)
-        psutil.Process(victim_pid).kill()
-
-    killer = threading.Thread(target=kill_soon)
-    killer.start()
+                               RolloutConfig(group_size=4, max_turns=3, max_retries=3),
+                               on_trajectory=kill_victim_once)
     trajs, stats = coord.collect(_tasks(2))
-    killer.join()
-    assert len(trajs) == 8 and stats.dropped == 0, [t.drop_reason for t in trajs]
+    assert killed and len(trajs) == 8 and stats.dropped == 0, [t.drop_reason for t in trajs]
     assert stats.retries >= 1 and max(t.info["attempts"] for t in trajs) >= 2
+    assert sorted(len(g) for g in _groups(trajs).values()) == [4, 4]
     for w in workers:
         ray.kill(w)
+
+
+def _groups(trajs):
+    groups = {}
+    for t in trajs:
+        groups.setdefault(t.group_id, []).append(t)
+    return groups
 
 
 def test_shutdown_leaves_no_chromium_behind(run_dir, tiny_qwen25vl_path):

@@ -46,6 +46,9 @@ class RolloutConfig:
     """A whole trajectory longer than this is an infrastructure error."""
     max_retries: int = 2
     """Infrastructure-error restarts of one trajectory before it is dropped."""
+    retry_backoff_s: float = 2.0
+    """Wait before restart k of a trajectory: retry_backoff_s * 2**k (a dead EnvWorker actor
+    needs seconds to restart with a fresh browser)."""
     screenshot: str = "som"
     """Screenshot the policy sees: som (boxes drawn) | raw | none."""
     keep_history_images: int = 1
@@ -152,7 +155,9 @@ class RolloutCoordinator:
                 reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             finally:
                 slots.put_nowait(slot)
-            stats.retries += attempt < self.config.max_retries
+            if attempt < self.config.max_retries:
+                stats.retries += 1
+                await asyncio.sleep(self.config.retry_backoff_s * 2 ** attempt)
         else:
             traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal)
             traj.drop(f"infrastructure error after {self.config.max_retries + 1} attempts: {reason}")

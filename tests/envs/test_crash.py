@@ -22,6 +22,21 @@ def own_session():
     session.close()
 
 
+def _wait_gone(pid: int, timeout_s: float = 10.0) -> None:
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+
+
 def test_killed_browser_gives_infra_error_then_recovers(own_session, fixture_server):
     env = make_env(own_session, step_timeout_s=10.0)
     try:
@@ -30,6 +45,7 @@ def test_killed_browser_gives_infra_error_then_recovers(own_session, fixture_ser
         assert pid is not None and pid != os.getpid()
         generation = own_session.generation
         os.kill(pid, signal.SIGKILL)  # the Chromium main process this session launched
+        _wait_gone(pid)  # on a loaded machine the step could otherwise race the process's exit
         obs, reward, terminated, truncated, info = env.step(f"click({element_id(info, 'btn')})")
         assert (reward, terminated, truncated) == (0.0, False, True)
         assert info["infra_error"].startswith("browser_crashed"), info["infra_error"]

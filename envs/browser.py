@@ -31,6 +31,7 @@ from playwright.sync_api import Error as PlaywrightError
 CHROMIUM_FLAGS = (
     "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+    "--num-raster-threads=1", "--disable-partial-raster",
 )
 VIEWPORT_PRESETS = {"openwebrl": (1280, 1000), "cpu": (800, 600), "small": (640, 480)}
 DEBIAN_CHROMIUM = "/usr/bin/chromium"

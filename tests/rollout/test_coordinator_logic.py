@@ -13,6 +13,7 @@ from webrl.envs.task import BaseTask, TaskSpec
 from webrl.envs.worker import EnvStepResult
 from webrl.policy.types import Decision
 from webrl.rollout import DynamicBatcher, InferenceConfig, InferenceWorker, RolloutConfig, RolloutCoordinator
+from webrl.rollout.coordinator import run_coroutine
 
 
 class CountEnv:
@@ -97,6 +98,17 @@ def test_groups_come_back_complete_and_scored():
     assert stats.env_steps == 36 and stats.successes == 12
 
 
+def test_collect_works_while_the_thread_already_runs_an_event_loop():
+    """Playwright's sync API (or a notebook) leaves a running loop in the calling thread."""
+    coord, _ = _coordinator(CountEnv())
+
+    async def inside_a_loop():
+        return coord.collect(_tasks(1))  # synchronous call from inside a running loop
+
+    trajs, stats = asyncio.run(inside_a_loop())
+    assert len(trajs) == 4 and stats.successes == 4 and stats.dropped == 0
+
+
 def test_infra_errors_retry_then_succeed():
     env = CountEnv(crash_on_reset=2)  # the first two resets report a crashed browser
     coord, _ = _coordinator(env, max_retries=2)
@@ -143,9 +155,9 @@ def test_batcher_groups_concurrent_requests():
         batcher = DynamicBatcher(fn, window_s=0.2, max_batch=max_batch)
         return await asyncio.gather(*(batcher.submit(i) for i in range(5)))
 
-    assert asyncio.run(main(8)) == [0, 10, 20, 30, 40] and calls == [[0, 1, 2, 3, 4]]
+    assert run_coroutine(main(8)) == [0, 10, 20, 30, 40] and calls == [[0, 1, 2, 3, 4]]
     calls.clear()
-    assert asyncio.run(main(2)) == [0, 10, 20, 30, 40] and [len(c) for c in calls] == [2, 2, 1]
+    assert run_coroutine(main(2)) == [0, 10, 20, 30, 40] and [len(c) for c in calls] == [2, 2, 1]
 
 
 def test_batcher_failure_reaches_every_waiter_and_recovers():
@@ -160,7 +172,7 @@ def test_batcher_failure_reaches_every_waiter_and_recovers():
         second = await batcher.submit(2)
         return first, second
 
-    first, second = asyncio.run(main())
+    first, second = run_coroutine(main())
     assert all(isinstance(e, RuntimeError) for e in first) and second == 2
 
 

@@ -17,6 +17,7 @@ argues for), which removes the wait on the slowest page at every turn.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import itertools
 import time
@@ -26,6 +27,21 @@ from typing import Any, Callable, Optional, Sequence
 from webrl.actions import Action
 from webrl.policy.types import Observation, PolicyRequest
 from webrl.types import Image, Trajectory, Turn
+
+
+def run_coroutine(coro: Any) -> Any:
+    """`asyncio.run(coro)`, also from a thread whose event loop is already running.
+
+    A running loop in the calling thread (a Jupyter kernel, or Playwright's sync API, which
+    keeps its loop registered in the thread while a browser is open) makes `asyncio.run`
+    refuse; then the coroutine runs to completion on a fresh loop in a helper thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="webrl-rollout") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 class InfraError(RuntimeError):
@@ -121,7 +137,7 @@ class RolloutCoordinator:
     # -- one call per batch ----------------------------------------------------------------
     def collect(self, tasks: Sequence[Any], iteration: int = 0) -> tuple[list[Trajectory], RolloutStats]:
         """G trajectories for every task; returns them grouped in task order, plus stats."""
-        return asyncio.run(self.collect_async(tasks, iteration))
+        return run_coroutine(self.collect_async(tasks, iteration))
 
     async def collect_async(self, tasks: Sequence[Any], iteration: int = 0) -> tuple[list[Trajectory], RolloutStats]:
         stats, start = RolloutStats(), time.monotonic()

@@ -69,10 +69,20 @@ class RolloutConfig:
     """Screenshot the policy sees: som (boxes drawn) | raw | none."""
     keep_history_images: int = 1
     """Past turns whose images travel with a request (the policy shows at most this many)."""
+    mode: str = "sync"
+    """sync: collect a whole batch, then train | async: rollouts go on while the learner trains
+    (webrl.rollout.async_collector.AsyncCollector), bounded by max_staleness."""
+    max_staleness: int = 1
+    """async mode: a group with any turn decided more than this many policy versions before the
+    learner's current one is discarded (counted as "stale"); 0 collects nothing ahead (= sync)."""
 
     def __post_init__(self) -> None:
         if self.group_size < 1 or self.max_turns < 1:
             raise ValueError("rollout.group_size and rollout.max_turns must be >= 1")
+        if self.mode not in ("sync", "async"):
+            raise ValueError(f"rollout.mode must be sync | async, got {self.mode!r}")
+        if not isinstance(self.max_staleness, int) or self.max_staleness < 0:
+            raise ValueError(f"rollout.max_staleness must be an integer >= 0, got {self.max_staleness!r}")
         if self.screenshot not in ("som", "raw", "none"):
             raise ValueError(f"rollout.screenshot must be som | raw | none, got {self.screenshot!r}")
         for entry in self.horizon_schedule:
@@ -90,6 +100,10 @@ class RolloutConfig:
 
 @dataclass
 class RolloutStats:
+    """Counters of one collection (sync: one `collect`; async: groups finished since the last
+    batch). env_time_s / inference_time_s are summed over trajectories: the time their env slot
+    spent in reset/step, and waiting for an action (queueing and batching included)."""
+
     trajectories: int = 0
     dropped: int = 0
     retries: int = 0
@@ -98,10 +112,18 @@ class RolloutStats:
     env_time_s: float = 0.0
     inference_time_s: float = 0.0
     wall_s: float = 0.0
+    stale: int = 0
+    """async mode: trajectories discarded because their group held a turn older than max_staleness."""
 
     @property
     def steps_per_s(self) -> float:
         return self.env_steps / self.wall_s if self.wall_s else 0.0
+
+    def add(self, other: "RolloutStats") -> None:
+        """Accumulate `other`'s counters (wall_s is left to the caller)."""
+        for f in dataclasses.fields(self):
+            if f.name != "wall_s":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 async def _await(ref: Any, timeout: float) -> Any:
@@ -141,16 +163,27 @@ class RolloutCoordinator:
 
     async def collect_async(self, tasks: Sequence[Any], iteration: int = 0) -> tuple[list[Trajectory], RolloutStats]:
         stats, start = RolloutStats(), time.monotonic()
+        slots = self.slot_queue()
+        max_turns = self.config.horizon(iteration)
+        total = len(tasks) * self.config.group_size
+        groups = await asyncio.gather(*(self.run_group(task, f"{iteration}:{i}:{task.spec.id}", max_turns, slots,
+                                                       stats, total, start) for i, task in enumerate(tasks)))
+        stats.wall_s = time.monotonic() - start
+        return [traj for group in groups for traj in group], stats
+
+    def slot_queue(self) -> asyncio.Queue:
+        """The free env slots, as a queue of the running loop (one per collection loop)."""
         slots: asyncio.Queue = asyncio.Queue()
         for s in self.env_slots:
             slots.put_nowait(s)
-        max_turns = self.config.horizon(iteration)
-        total = len(tasks) * self.config.group_size
-        jobs = [self._trajectory(task, f"{iteration}:{i}:{task.spec.id}", max_turns, slots, stats, total, start)
-                for i, task in enumerate(tasks) for _ in range(self.config.group_size)]
-        trajectories = await asyncio.gather(*jobs)
-        stats.wall_s = time.monotonic() - start
-        return list(trajectories), stats
+        return slots
+
+    async def run_group(self, task: Any, group_id: str, max_turns: int, slots: asyncio.Queue,
+                        stats: RolloutStats, total: int = 0, start: Optional[float] = None) -> list[Trajectory]:
+        """The G trajectories of one task, each on its own (complete when all finish or drop)."""
+        start = time.monotonic() if start is None else start
+        return list(await asyncio.gather(*(self._trajectory(task, group_id, max_turns, slots, stats, total, start)
+                                           for _ in range(self.config.group_size))))
 
     # -- one trajectory, retried on infrastructure errors ----------------------------------
     async def _trajectory(self, task: Any, group_id: str, max_turns: int, slots: asyncio.Queue,
@@ -183,7 +216,7 @@ class RolloutCoordinator:
         stats.wall_s = time.monotonic() - start
         if self.on_trajectory:
             self.on_trajectory(traj)
-        if self.progress:
+        if self.progress and total:  # total 0: the caller reports progress (AsyncCollector)
             self.progress(stats, total)
         return traj
 
@@ -191,12 +224,13 @@ class RolloutCoordinator:
                        stats: RolloutStats) -> Trajectory:
         worker, index = slot
         t0 = time.monotonic()
+        started_at = time.time()
         result = await self._call(worker, "reset", index, None, {"task": task})
         stats.env_time_s += time.monotonic() - t0
         self._check_infra(result.info)
         traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal,
                           info={"site": task.spec.site, "level": task.spec.level, "split": task.spec.split,
-                                "task_params": dict(task.spec.params)})
+                                "task_params": dict(task.spec.params), "started_at": started_at})
         history: list[Turn] = []
         for _ in range(max_turns):
             observation = self._observation(result)
@@ -225,7 +259,7 @@ class RolloutCoordinator:
         task_reward = None if needs_judge else (float(result.reward) if result.terminated else 0.0)
         traj.reward = task_reward
         traj.info.update(terminated=bool(result.terminated), truncated=not result.terminated,
-                         task_reward=task_reward, needs_judge=needs_judge)
+                         task_reward=task_reward, needs_judge=needs_judge, finished_at=time.time())
         traj.reward_details = dict(result.info.get("reward_details") or {})
         return traj
 

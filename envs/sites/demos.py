@@ -5,11 +5,16 @@ step (it sees `oracle_view(obs, info)`: the observation contract, never hidden s
 records one `Turn` per step: the Set-of-Mark screenshot the policy would see, the action in the
 compact grammar as the response text, the env's feedback and a few small observation fields.
 Turns carry no token ids (`decided_by="oracle"`); the SFT converter tokenises them.
+
+`turn.observation["elements"]` keeps the Set-of-Mark element list of `info["elements"]` in a
+compact form (`compact_elements`: id, bbox, role, tag, name, in_viewport, and options/selected
+for selects; no value, href or raw HTML): the decision heads train on these boxes and options
+(`webrl.policy.head_features.marked_from_turn`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from webrl.actions import Action
 from webrl.envs.observation import oracle_view
@@ -24,11 +29,31 @@ class OracleResult:
     infra_error: Optional[str] = None
 
 
-def _turn(obs: dict, action: Action, record_images: bool) -> Turn:
+ELEMENT_KEYS = ("id", "bbox", "role", "tag", "name", "in_viewport")
+
+
+def compact_elements(elements: Sequence[dict]) -> list[dict]:
+    """The fields of each contract element dict the decision heads read (`SoMElement.from_dict`).
+
+    bbox [x, y, w, h] in screenshot pixels (viewport CSS pixels); options / selected only for
+    elements that have options (selects), so that a button costs about 80 bytes of JSON.
+    """
+    out = []
+    for e in elements:
+        rec = {k: e[k] for k in ELEMENT_KEYS if k in e}
+        rec["bbox"] = [int(round(float(v))) for v in e["bbox"]]
+        if e.get("options"):
+            rec["options"], rec["selected"] = list(e["options"]), e.get("selected", "")
+        out.append(rec)
+    return out
+
+
+def _turn(obs: dict, action: Action, record_images: bool, elements: Sequence[dict] = ()) -> Turn:
     images = [Image.from_array(obs["screenshot"])] if record_images else []
     observation = {"url": obs["url"], "title": obs["title"], "elements_text": obs["elements_text"],
                    "last_action_error": obs["last_action_error"], "step": int(obs["step"]),
-                   "screenshot_size": list(obs["screenshot"].shape[1::-1])}
+                   "screenshot_size": list(obs["screenshot"].shape[1::-1]),
+                   "elements": compact_elements(elements)}
     return Turn(images=images, response_text=action.to_compact(), action=action,
                 decided_by="oracle", observation=observation)
 
@@ -42,7 +67,7 @@ def run_oracle_episode(env: Any, task: Any, record_images: bool = True) -> Oracl
     reward, steps, terminated, truncated = 0.0, 0, False, False
     while not (terminated or truncated):
         action = task.oracle_action(oracle_view(obs, info)) or Action.stop()
-        turn = _turn(obs, action, record_images)
+        turn = _turn(obs, action, record_images, info.get("elements", ()))
         obs, reward, terminated, truncated, info = env.step(action)
         turn.feedback = obs["feedback"]
         traj.turns.append(turn)

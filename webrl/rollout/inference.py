@@ -97,17 +97,31 @@ class InferenceWorker:
     def __init__(self, engine: Engine, config: InferenceConfig | None = None, version: int = 0):
         self.engine, self.config, self.version = engine, config or InferenceConfig(), version
         self._batcher: Optional[DynamicBatcher] = None
+        self.busy_s = 0.0
+        """Seconds spent inside `engine.act` (the benchmark's "inference busy" share)."""
+        self.decisions = 0
 
     def act(self, requests: Sequence[PolicyRequest]) -> list[tuple[Decision, int]]:
         """Decide a batch now; each decision paired with the version that made it."""
-        version = self.version
-        return [(d, version) for d in self.engine.act(list(requests))]
+        version, start = self.version, time.monotonic()
+        decisions = self.engine.act(list(requests))
+        self.busy_s += time.monotonic() - start
+        self.decisions += len(decisions)
+        return [(d, version) for d in decisions]
 
     async def act_one(self, request: PolicyRequest) -> tuple[Decision, int]:
         """Decide one request, batched with whatever else arrives within the window."""
+        return await self._loop_batcher().submit(request)
+
+    async def act_batch(self, requests: Sequence[PolicyRequest]) -> list[tuple[Decision, int]]:
+        """Decide a whole batch now, off the event loop, never while weights change."""
+        async with self._loop_batcher().lock:
+            return await asyncio.to_thread(self.act, list(requests))
+
+    def _loop_batcher(self) -> DynamicBatcher:
         if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
             self._batcher = DynamicBatcher(self.act, self.config.batch_window_s, self.config.max_batch_size)
-        return await self._batcher.submit(request)
+        return self._batcher
 
     async def set_weights_async(self, weights: Mapping[str, Any], version: int) -> int:
         """Swap weights between batches (never during one)."""
@@ -151,8 +165,17 @@ class InferenceActor:
             raise ValueError("set_weights needs a version")
         return await self.worker.set_weights_async(weights, version)
 
+    async def act_batch(self, requests: list[PolicyRequest]) -> list[tuple[Decision, int]]:
+        """Decide a whole batch in one call (lock-step drivers; the coordinator uses act_one)."""
+        return await self.worker.act_batch(requests)
+
     async def version(self) -> int:
         return self.worker.version
+
+    async def counters(self) -> dict[str, float]:
+        """busy_s (time in the engine), decisions, batches so far."""
+        return {"busy_s": self.worker.busy_s, "decisions": float(self.worker.decisions),
+                "batches": float(len(self.worker.batch_sizes()))}
 
     async def batch_sizes(self) -> list[int]:
         return self.worker.batch_sizes()

@@ -1,0 +1,65 @@
+"""Starting rollout actors, optionally inside a placement group handed in from outside.
+
+A Ray Tune trial (or any caller that gang-schedules a whole run) reserves one placement group
+for everything the trial needs; each component takes the bundles from `bundle_offset` on:
+
+    pg = placement_group([learner bundle, *rollout_bundles(...)])     # or the trial's own
+    learner = LearnerGroup(cfg, num_ranks=1, placement_group=pg, bundle_offset=0)
+    envs = start_env_workers(env_cfg, 2, placement_group=pg, bundle_offset=1)       # bundles 1, 2
+    inference = start_inference_workers(factory, inf_cfg, 1, placement_group=pg, bundle_offset=3)
+
+Worker i of a kind goes to bundle `bundle_offset + i`, so a bundle must hold one worker's
+resources. Without a placement group the actors are scheduled freely (as before).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from webrl.rollout.inference import InferenceActor, InferenceConfig
+
+
+def rollout_bundles(num_env_workers: int, cpus_per_env_worker: float, num_inference_workers: int,
+                    cpus_per_inference_worker: float, gpus_per_inference_worker: float = 0.0) -> list[dict[str, float]]:
+    """The bundles `start_env_workers` then `start_inference_workers` expect, in that order."""
+    inference = {"CPU": cpus_per_inference_worker}
+    if gpus_per_inference_worker:
+        inference["GPU"] = gpus_per_inference_worker
+    return ([{"CPU": cpus_per_env_worker} for _ in range(num_env_workers)]
+            + [dict(inference) for _ in range(num_inference_workers)])
+
+
+def _strategy(placement_group: Any, bundle_index: int) -> dict[str, Any]:
+    """Actor options that pin an actor to one bundle (none without a placement group)."""
+    if placement_group is None:
+        return {}
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    if not 0 <= bundle_index < placement_group.bundle_count:
+        raise ValueError(f"bundle index {bundle_index} is outside the placement group's "
+                         f"{placement_group.bundle_count} bundles (check bundle_offset)")
+    return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
+        placement_group, placement_group_bundle_index=bundle_index,
+        placement_group_capture_child_tasks=True)}
+
+
+def start_env_workers(env_config: Any, num_workers: int, *, cpus_per_worker: float = 1.0, tasks: Any = None,
+                      max_restarts: int = 3, placement_group: Any = None, bundle_offset: int = 0) -> list[Any]:
+    """`num_workers` EnvWorker actors; worker i in bundle `bundle_offset + i` when a group is given."""
+    from webrl.envs.worker import make_env_worker_actor
+
+    return [make_env_worker_actor(env_config, tasks, num_cpus=cpus_per_worker, max_restarts=max_restarts,
+                                  **_strategy(placement_group, bundle_offset + i))
+            for i in range(num_workers)]
+
+
+def start_inference_workers(engine_factory: Callable[[], Any], config: Optional[InferenceConfig],
+                            num_workers: int, *, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0,
+                            version: int = 0, max_concurrency: int = 256, placement_group: Any = None,
+                            bundle_offset: int = 0) -> list[Any]:
+    """`num_workers` InferenceActor actors (async, `max_concurrency` requests in flight each)."""
+    import ray
+
+    actor_class = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(InferenceActor)
+    return [actor_class.options(max_concurrency=max_concurrency, **_strategy(placement_group, bundle_offset + i))
+            .remote(engine_factory, config, version)
+            for i in range(num_workers)]

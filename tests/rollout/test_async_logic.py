@@ -86,3 +86,18 @@ def _wait_ready(collector, n, timeout=30.0):
     while collector.ready_groups < n and time.monotonic() < deadline:
         time.sleep(0.02)
     assert collector.ready_groups >= n
+
+
+def test_pause_lets_running_groups_finish_and_starts_no_more():
+    collector, _ = _collector(max_staleness=1, delay=0.05)
+    with collector:
+        collector.next_batch(0, num_groups=2)
+        time.sleep(0.05)  # the next batch's 2 groups are being collected ahead
+        collector.pause()
+        started = collector.groups_started
+        # every group started so far is complete: 2 went out with the first batch, the rest wait
+        assert collector.ready_groups == started - 2
+        time.sleep(0.3)
+        assert collector.groups_started == started  # paused: nothing new (the slots are free)
+        trajs, stats = collector.next_batch(0, num_groups=2)
+        assert len(trajs) == 4 and stats.stale == 0

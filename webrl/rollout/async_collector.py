@@ -120,6 +120,19 @@ class AsyncCollector:
         stats.stale = stale
         return [traj for group in batch for traj in group], stats
 
+    def pause(self, timeout_s: Optional[float] = None) -> None:
+        """Start no more groups and wait until the running ones finished (they stay ready for the
+        next batch). Call it before anything else uses the same env slots, e.g. an evaluation;
+        the next `next_batch` resumes collection."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            self._demand = 0
+            while self._in_flight and self._error is None and not self._closing:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"pause: {self._in_flight} groups still running")
+                self._cond.wait(timeout=left if left is not None else 1.0)
+
     def close(self) -> None:
         """Stop starting groups, cancel running ones, end the thread (env slots stay usable)."""
         with self._cond:

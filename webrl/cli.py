@@ -38,9 +38,18 @@ class Command:
     """Name of a config field that may also be given as the first positional argument."""
 
 
+_TRAIN_SCHEMA = "webrl.train_config:WebRLConfig"
+
 COMMANDS: dict[str, Command] = {
+    "train": Command("run the main job: evaluate, SFT on oracle demos, GRPO iterations, evaluate (Trainer.fit)",
+                     _TRAIN_SCHEMA, "webrl.cli:train_main"),
+    "sft": Command("run only the SFT stage (oracle demos or sft.demos_dir) and save its checkpoint",
+                   _TRAIN_SCHEMA, "webrl.cli:sft_main"),
+    "eval": Command("evaluate a checkpoint (model.path, or the first argument) or an OpenAI-compatible endpoint "
+                    "(eval.endpoint) on a task suite; prints success per site and level, writes "
+                    "Online-Mind2Web result folders", _TRAIN_SCHEMA, "webrl.cli:eval_main", positional="model.path"),
     "config": Command("show the resolved training config, its presets or its documented keys",
-                      "webrl.train_config:WebRLConfig", "webrl.cli:show_config"),
+                      _TRAIN_SCHEMA, "webrl.cli:show_config"),
     "serve": Command("serve a local Qwen-VL checkpoint over an OpenAI-compatible /v1/chat/completions API",
                      "webrl.serve.app:ServeConfig", "webrl.serve.app:serve_main", positional="model_path"),
     "view": Command("write the static HTML trajectory viewer of a run folder",
@@ -108,6 +117,30 @@ def demos_main(config: DemosConfig) -> int:
                            split=config.split, viewport=config.viewport)
     print(f"saved {summary['saved']} of {summary['episodes']} oracle episodes to {summary['path']} "
           f"({len(summary['failed'])} failed, {len(summary['dropped'])} dropped)")
+    return 0
+
+
+def train_main(config) -> int:
+    from webrl.trainer import Trainer
+
+    Trainer(config).fit()
+    return 0
+
+
+def sft_main(config) -> int:
+    from webrl.trainer import Trainer
+
+    Trainer(config).run_sft()
+    return 0
+
+
+def eval_main(config) -> int:
+    from webrl.trainer import Trainer
+
+    if not config.model.path and not config.eval.endpoint:
+        print("webrl eval: neither model.path nor eval.endpoint is set; evaluating a tiny random-init model",
+              file=sys.stderr)
+    Trainer(config).run_eval()
     return 0
 
 

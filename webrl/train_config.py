@@ -18,19 +18,32 @@ from webrl.reward import RewardConfig
 from webrl.rollout import InferenceConfig, RolloutConfig
 
 STAGES = ("sft", "rl", "eval")
-TASK_SOURCES = ("sandbox",)
+TASK_SOURCES = ("sandbox", "miniwob", "file", "env")
+TASK_FILE_FORMATS = ("", "online_mind2web", "webvoyager", "deepshop")
 
 
 @dataclass
 class TasksConfig:
     source: str = "sandbox"
-    """Where tasks come from: sandbox (the project's local sites)."""
+    """Where tasks come from: sandbox (the project's local sites), miniwob (MiniWoB++ ids, local
+    HTML), file (a live-web tasks file: Online-Mind2Web / WebVoyager / DeepShop) or env (a
+    registered env name: `ray.tune.registry.register_env` or a Gymnasium id whose `tasks` is used)."""
     sites: list[str] = field(default_factory=lambda: ["widgets"])
     """Sandbox sites to train and evaluate on: any of shop, travel, wiki, widgets."""
     train_levels: list[int] = field(default_factory=lambda: [0])
     """Difficulty levels of training tasks (0: one step, 1: 2-4 steps, 2: 5-15 steps)."""
     eval_levels: list[int] = field(default_factory=lambda: [0])
     """Difficulty levels of the held-out evaluation tasks (test split: unseen entities)."""
+    miniwob: list[str] = field(default_factory=list)
+    """source=miniwob: MiniWoB++ task names (e.g. click-button); empty = all 128."""
+    file: str = ""
+    """source=file: path of the tasks file (JSON array or JSONL)."""
+    file_format: str = ""
+    """source=file: online_mind2web | webvoyager | deepshop; empty = guess from the file."""
+    env_id: str = ""
+    """source=env: the registered env name; its creator must return an env with a `tasks` source."""
+    env_config: dict = field(default_factory=dict)
+    """source=env: the `env_config` mapping handed to the env's creator."""
     tasks_per_iteration: int = 4
     """Distinct tasks per RL iteration; each is sampled rollout.group_size times."""
     eval_tasks: int = 16
@@ -41,6 +54,12 @@ class TasksConfig:
             raise ConfigError(f"tasks.source must be one of {TASK_SOURCES}, got {self.source!r}")
         if self.tasks_per_iteration < 1 or self.eval_tasks < 0:
             raise ConfigError("tasks.tasks_per_iteration must be >= 1 and tasks.eval_tasks >= 0")
+        if self.source == "file" and not self.file:
+            raise ConfigError("tasks.source=file needs tasks.file (the path of the tasks file)")
+        if self.source == "env" and not self.env_id:
+            raise ConfigError("tasks.source=env needs tasks.env_id (a name given to register_env)")
+        if self.file_format not in TASK_FILE_FORMATS:
+            raise ConfigError(f"tasks.file_format must be one of {TASK_FILE_FORMATS}, got {self.file_format!r}")
 
 
 @dataclass
@@ -119,6 +138,24 @@ class TrainerConfig:
             raise ConfigError("trainer.iterations/eval_every must be >= 0; checkpoint_every/log_every >= 1")
 
 
+@dataclass
+class EvalStageConfig:
+    endpoint: str = ""
+    """OpenAI-compatible server root including /v1 to evaluate instead of model.path (the
+    served model's family is model.family); empty = evaluate the checkpoint at model.path."""
+    endpoint_model: str = "default"
+    """Model name sent to the endpoint."""
+    endpoint_api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the endpoint's key (unset: "EMPTY", as local servers take)."""
+    export_om2w: bool = True
+    """`webrl eval` also writes every trajectory in the Online-Mind2Web v2 result format
+    (`<run_dir>/om2w/<task_id>/result.json`), the layout the official WebJudge script reads."""
+
+    def __post_init__(self) -> None:
+        if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"eval.endpoint must start with http:// or https://, got {self.endpoint!r}")
+
+
 def _default_env() -> EnvWorkerConfig:
     return EnvWorkerConfig(num_slots=4, env={"browser": {"viewport": "640x480"}})
 
@@ -145,6 +182,8 @@ class WebRLConfig:
     """Stages and iteration counts of the loop."""
     sft: SFTStageConfig = field(default_factory=SFTStageConfig)
     """Supervised stage on oracle demonstrations."""
+    eval: EvalStageConfig = field(default_factory=EvalStageConfig)
+    """What `webrl eval` evaluates (a checkpoint or an endpoint) and what it writes."""
     env: EnvWorkerConfig = field(default_factory=_default_env)
     """Every EnvWorker (slots per browser, viewport, time limits, safety)."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)

@@ -13,6 +13,14 @@ Everything lands in the run folder: `config.yaml`, `metrics.jsonl`, `tb/` (Tenso
 `hf/`, loadable by plain transformers). `run.resume=true` with `run.run_dir` continues from
 the newest checkpoint: the learner state, the policy version and the iteration counter.
 
+Entry points: `fit()` (all stages; `webrl train`), `run_sft()` (only the SFT stage; `webrl sft`),
+`run_eval()` (one evaluation of a checkpoint or an endpoint; `webrl eval`), and for Ray Tune
+`prepare()` + `step()` (one RL iteration) + `save(dir)` / `load(dir)`. Given a placement group
+(a Tune trial's), every actor goes into its own bundle of it (`bundle_layout`): bundle 0 is the
+trial's driver, then the learner ranks, the rollout inference workers, the greedy evaluation
+worker and the env workers. Task draws of iteration i depend only on (seed, i), so a resumed or
+restored run draws what an uninterrupted one would.
+
 Departures from the OpenWebRL recipe (CPU default only; presets restore the recipe):
 the SFT stage records demonstrations from the sandbox oracles instead of loading 0.4K human
 trajectories; and the default learning rate is 1e-4 (LEARNING.md: tiny models need it).
@@ -24,12 +32,14 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from webrl.config import to_yaml
+from webrl.evaluation import before_after_table, summarize
 from webrl.ray_local import start_local_ray
-from webrl.train_config import WebRLConfig
+from webrl.train_config import ResourcesConfig, WebRLConfig
 
 
 def _resolve_run_dir(config: WebRLConfig) -> Path:
@@ -50,68 +60,154 @@ def _ray_temp_dir(run_dir: Path) -> str:
     return tempfile.mkdtemp(prefix="webrl-ray-")
 
 
+@dataclass
+class BundleLayout:
+    """Bundles of a run's placement group and the index of each actor kind's first bundle."""
+
+    bundles: list[dict[str, float]]
+    learner: int
+    inference: int
+    """Rollout inference workers; the greedy evaluation worker follows them."""
+    env: int
+
+
+def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0) -> BundleLayout:
+    """[driver] + learner ranks + (rollout + 1 eval) inference workers + env workers."""
+    def bundle(cpus: float, gpus: float) -> dict[str, float]:
+        return {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
+
+    bundles = [bundle(driver_cpus, 0.0)]
+    bundles += [bundle(res.cpus_per_learner_rank, res.gpus_per_learner_rank)] * res.learner_ranks
+    bundles += [bundle(res.cpus_per_inference_worker, res.gpus_per_inference_worker)] * (res.num_inference_workers + 1)
+    bundles += [bundle(res.cpus_per_env_worker, 0.0)] * res.num_env_workers
+    learner = 1
+    inference = learner + res.learner_ranks
+    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + res.num_inference_workers + 1)
+
+
 class Trainer:
     """Owns the actors of a run; `fit()` runs the stages and returns the before/after results."""
 
-    def __init__(self, config: WebRLConfig):
+    def __init__(self, config: WebRLConfig, placement_group: Any = None):
         self.config = config
         self.run_dir = _resolve_run_dir(config)
+        self.placement_group = placement_group
+        self.layout = bundle_layout(config.resources)
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
+        self.learner: Any = None
+        self.env_workers: list = []
+        self.inference: list = []
+        self.eval_inference: Any = None
+        self.last_eval: Optional[tuple[list, list]] = None
         self._ray_started = False
 
-    # -- the loop ----------------------------------------------------------------------------
+    # -- entry points ----------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
         cfg = self.config
-        self._setup()
         try:
-            results: dict[str, Any] = {"run_dir": str(self.run_dir)}
-            resumed = self._maybe_resume()
-            results["before"] = self.evaluate("before") if not resumed else None
-            if "sft" in cfg.trainer.stages and not resumed:
-                self._sft_stage()
+            resumed = self.prepare(evaluate_before=True)
+            results: dict[str, Any] = {"run_dir": str(self.run_dir), "before": self.before if not resumed else None}
             if "rl" in cfg.trainer.stages:
                 self._rl_stage()
             results["after"] = self.evaluate("after")
             self._view()
-            print(_before_after_table(results["before"], results["after"]))
+            print(before_after_table(results["before"], results["after"]))
             print(f"run folder: {self.run_dir}")
             return results
         finally:
             self.close()
 
+    def prepare(self, evaluate_before: bool = False) -> bool:
+        """Start every actor; resume from the newest checkpoint (run.resume) or evaluate and run
+        the SFT stage; leaves the RL learner running. Returns whether the run resumed."""
+        self._setup_base()
+        self._setup_rollout(rollout=True)
+        self.before = None
+        if self.config.run.resume:
+            self._start_learner()
+            self._resume()
+            return True
+        if evaluate_before:
+            self.before = self.evaluate("before")
+        sft = "sft" in self.config.trainer.stages
+        if sft:
+            self.model_path = self.sft()
+        self._start_learner()
+        if sft:  # the rollout workers started from the pre-SFT weights
+            self._sync_weights(force_version=0)
+        return False
+
+    def run_sft(self) -> str:
+        """Only the SFT stage: demonstrations -> SFT learner -> checkpoint; returns its HF folder."""
+        try:
+            self._setup_base()
+            path = self.sft()
+            print(f"SFT checkpoint (Hugging Face folder): {path}")
+            return path
+        finally:
+            self.close()
+
+    def run_eval(self):
+        """One greedy evaluation of model.path (or eval.endpoint); prints the per-site/level table,
+        writes the trajectories, the viewer and (eval.export_om2w) the Online-Mind2Web folders."""
+        from webrl.evaluation import export_om2w, success_table
+
+        try:
+            self._setup_base()
+            self._setup_rollout(rollout=False)
+            self.evaluate("eval")
+            tasks, trajectories = self.last_eval or ([], [])
+            summary = summarize(tasks, trajectories)
+            print(success_table(summary))
+            if self.config.eval.export_om2w:
+                folders = export_om2w(trajectories, self.run_dir / "om2w")
+                print(f"Online-Mind2Web results: {len(folders)} task folders in {self.run_dir / 'om2w'}")
+            self._view()
+            print(f"run folder: {self.run_dir}")
+            return summary
+        finally:
+            self.close()
+
+    # -- the loop ----------------------------------------------------------------------------
     def _rl_stage(self) -> None:
-        cfg = self.config
-        rng = _rng(cfg.run.seed, "rl")
-        for _ in range(self.iteration):  # resuming: the same task draws as an uninterrupted run
-            self._sample_tasks(rng, cfg.tasks.tasks_per_iteration, cfg.tasks.train_levels, "train")
-        while self.iteration < cfg.trainer.iterations:
-            t0 = time.monotonic()
-            tasks = self._sample_tasks(rng, cfg.tasks.tasks_per_iteration, cfg.tasks.train_levels, "train")
-            trajectories, stats = self.coordinator.collect(tasks, self.iteration)
-            t_collect = time.monotonic() - t0
-            staleness = _staleness(trajectories, self.policy_version)
-            reward_metrics = self._score(trajectories)
-            samples, adv_metrics = self._samples(trajectories)
-            t1 = time.monotonic()
-            learn = self.learner.update(samples) if samples else {"skipped_update": 1.0}
-            self._sync_weights()
-            t_update = time.monotonic() - t1
-            self.iteration += 1
-            metrics = {"iteration": self.iteration, **adv_metrics, **reward_metrics, **learn,
-                       "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
-                       "env_steps_per_s": stats.steps_per_s, "samples": len(samples),
-                       "time_collect_s": t_collect, "time_update_s": t_update,
-                       "staleness": staleness}
-            if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
-                metrics.update({f"eval_{k}": v for k, v in self.evaluate(f"iteration {self.iteration}").items()
-                                if isinstance(v, float)})
-            self._log(metrics)
-            if self.iteration % cfg.trainer.checkpoint_every == 0 or self.iteration == cfg.trainer.iterations:
+        cfg = self.config.trainer
+        while self.iteration < cfg.iterations:
+            self.step()
+            if self.iteration % cfg.checkpoint_every == 0 or self.iteration == cfg.iterations:
                 self._checkpoint()
 
+    def step(self) -> dict[str, Any]:
+        """One RL iteration: collect -> reward -> advantages -> update -> sync -> log (-> eval)."""
+        from webrl.task_sources import draw_tasks
+
+        cfg = self.config
+        t0 = time.monotonic()
+        tasks = draw_tasks(self.train_source, _rng(cfg.run.seed, "rl", self.iteration), cfg.tasks.tasks_per_iteration)
+        trajectories, stats = self.coordinator.collect(tasks, self.iteration)
+        t_collect = time.monotonic() - t0
+        staleness = _staleness(trajectories, self.policy_version)
+        reward_metrics = self._score(trajectories)
+        samples, adv_metrics = self._samples(trajectories)
+        t1 = time.monotonic()
+        learn = self.learner.update(samples) if samples else {"skipped_update": 1.0}
+        self._sync_weights()
+        t_update = time.monotonic() - t1
+        self.iteration += 1
+        metrics = {"iteration": self.iteration, **adv_metrics, **reward_metrics, **learn,
+                   "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
+                   "env_steps_per_s": stats.steps_per_s, "samples": len(samples),
+                   "time_collect_s": t_collect, "time_update_s": t_update,
+                   "staleness": staleness}
+        if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
+            metrics.update({f"eval_{k}": v for k, v in self.evaluate(f"iteration {self.iteration}").items()
+                            if isinstance(v, float)})
+        self._log(metrics)
+        return metrics
+
     # -- stages and steps ----------------------------------------------------------------------
-    def _sft_stage(self) -> None:
+    def sft(self) -> str:
+        """The SFT stage on the learner's bundles; returns the HF folder of the SFT weights."""
         from webrl.learner import LearnerGroup
         from webrl.learner.samples import LearnerSample
         from webrl.policy import sft_samples_from_trajectory
@@ -123,9 +219,7 @@ class Trainer:
                    for traj in demos for s in sft_samples_from_trajectory(traj, policy)]
         if not samples:
             print("webrl sft: no demonstrations to train on; skipping the SFT stage")
-            return
-        self.learner.shutdown()  # its CPUs go to the SFT learner; the RL learner restarts from SFT weights
-        self.learner = None
+            return self.model_path
         learner = LearnerGroup(dataclasses.replace(cfg.sft.learner, model_path=self.model_path, seed=cfg.run.seed),
                                num_ranks=cfg.resources.learner_ranks, **self._learner_resources())
         try:
@@ -135,10 +229,7 @@ class Trainer:
             path = learner.save(str(self.run_dir / "sft"), {"stage": "sft"})
         finally:
             learner.shutdown()
-        self.model_path = str(Path(path) / "hf")
-        self._start_learner()  # the RL learner starts from the SFT weights
-        self._sync_weights(force_version=0)
-
+        return str(Path(path) / "hf")
     def _score(self, trajectories) -> dict[str, float]:
         from webrl.reward import reward_metrics, score_trajectories
 
@@ -161,110 +252,138 @@ class Trainer:
         return samples, dict(result.metrics)
 
     def evaluate(self, label: str) -> dict[str, Any]:
-        """Greedy success on held-out (test-split) tasks, overall and per site/level."""
+        """Greedy success on held-out tasks, overall and per site/level."""
+        from webrl.task_sources import draw_tasks
+
         cfg = self.config
         if not cfg.tasks.eval_tasks:
             return {}
-        tasks = self._sample_tasks(_rng(cfg.run.seed, "eval"), cfg.tasks.eval_tasks, cfg.tasks.eval_levels, "test")
-        trajectories, stats = self.eval_coordinator.collect(tasks, self.iteration)
+        tasks = draw_tasks(self.eval_source, _rng(cfg.run.seed, "eval"), cfg.tasks.eval_tasks, in_order=True)
+        trajectories, _ = self.eval_coordinator.collect(tasks, self.iteration)
         self._score(trajectories)
-        scored = [t for t in trajectories if t.status == "ok"]
-        out: dict[str, Any] = {"success": _mean([float((t.reward or 0) > 0) for t in scored]),
-                               "dropped": float(stats.dropped), "tasks": float(len(tasks))}
+        self.last_eval = (tasks, trajectories)
         reasons = sorted({t.drop_reason for t in trajectories if t.status == "dropped"})
         if reasons:
             print(f"webrl eval: {len(reasons)} distinct drop reasons, e.g. {reasons[0]}")
-        by_key: dict[str, list[float]] = {}
-        for task, traj in zip(tasks, trajectories):
-            if traj.status == "ok":
-                by_key.setdefault(f"{task.spec.site}/l{task.spec.level}", []).append(float((traj.reward or 0) > 0))
-        out["per_site_level"] = {k: _mean(v) for k, v in sorted(by_key.items())}
+        out = summarize(tasks, trajectories).as_metrics()
         self._log({"stage": "eval", "label": label, "success": out["success"], "dropped": out["dropped"]})
         return out
 
     # -- setup -------------------------------------------------------------------------------
-    def _setup(self) -> None:
+    def _setup_base(self) -> None:
+        """Run folder, config, model, Ray, metrics files: what every entry point needs."""
         import ray
-
-        from webrl.reward import build_reward
-        from webrl.rollout import ProgressBar, RolloutCoordinator, TrajectoryLog
 
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(self.run_dir / "torch_extensions"))
-        self.model_path = cfg.model.path or self._tiny_model()
+        self.model_path = self._initial_model()
         self._start_ray(ray)
-        self.reward_fn = build_reward(cfg.reward)
-        self.env_workers = self._start_env_workers()
-        slots = [(w, i) for w in self.env_workers for i in range(cfg.env.num_slots)]
-        self.inference = [self._start_inference(cfg.generator) for _ in range(cfg.resources.num_inference_workers)]
-        greedy = dataclasses.replace(cfg.generator, sampling=dataclasses.replace(cfg.generator.sampling, greedy=True))
-        self.eval_inference = self._start_inference(greedy)
-        log = TrajectoryLog(self.run_dir)
-        self.coordinator = RolloutCoordinator(slots, self.inference, cfg.rollout, on_trajectory=log,
-                                              progress=ProgressBar())
-        eval_rollout = dataclasses.replace(cfg.rollout, group_size=1)
-        self.eval_coordinator = RolloutCoordinator(slots, [self.eval_inference], eval_rollout,
-                                                   progress=ProgressBar())
-        self._start_learner()
         self._metrics_file = open(self.run_dir / "metrics.jsonl", "a")
         self._tb = _tensorboard(self.run_dir / "tb")
+
+    def _setup_rollout(self, rollout: bool) -> None:
+        """Reward, task sources, env workers, inference workers and coordinators (`rollout=False`:
+        only what evaluation needs; the eval worker serves eval.endpoint when one is set)."""
+        from webrl.reward import build_reward
+        from webrl.rollout import ProgressBar, RolloutCoordinator, TrajectoryLog
+        from webrl.task_sources import task_sources
+
+        cfg = self.config
+        self.reward_fn = build_reward(cfg.reward)
+        self.train_source, self.eval_source = task_sources(cfg.tasks, max_steps=cfg.rollout.max_turns)
+        self.env_workers = self._start_env_workers()
+        slots = [(w, i) for w in self.env_workers for i in range(cfg.env.num_slots)]
+        log = TrajectoryLog(self.run_dir)
+        greedy = dataclasses.replace(cfg.generator, sampling=dataclasses.replace(cfg.generator.sampling, greedy=True))
+        self.eval_inference = self._start_inference(greedy, cfg.resources.num_inference_workers,
+                                                    endpoint=bool(cfg.eval.endpoint) and not rollout)
+        eval_rollout = dataclasses.replace(cfg.rollout, group_size=1)
+        self.eval_coordinator = RolloutCoordinator(slots, [self.eval_inference], eval_rollout,
+                                                   on_trajectory=None if rollout else log, progress=ProgressBar())
+        if rollout:
+            self.inference = [self._start_inference(cfg.generator, i) for i in range(cfg.resources.num_inference_workers)]
+            self.coordinator = RolloutCoordinator(slots, self.inference, cfg.rollout, on_trajectory=log,
+                                                  progress=ProgressBar())
 
     def _start_ray(self, ray) -> None:
         cfg = self.config.resources
         env_vars = {"RAY_USAGE_STATS_ENABLED": os.environ.get("RAY_USAGE_STATS_ENABLED", "0"),
                     "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
                     "TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"]}
-        if ray.is_initialized():
+        if ray.is_initialized():  # inside a Tune trial, or a caller's own ray.init
             return
         address = cfg.ray_address or os.environ.get("RAY_ADDRESS", "")
-        if address:  # a cluster (e.g. inside `ray job submit`): its own temp dir and CPUs
-            ray.init(address=address, runtime_env={"env_vars": env_vars}, log_to_driver=False)
+        if address:  # a cluster (e.g. inside `ray job submit`): its own temp dir, CPUs and job runtime env
+            runtime_env = None if os.environ.get("RAY_JOB_ID") or _in_ray_job() else {"env_vars": env_vars}
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
         else:
-            needed = (cfg.num_env_workers * cfg.cpus_per_env_worker + cfg.learner_ranks * cfg.cpus_per_learner_rank
-                      + (cfg.num_inference_workers + 1) * cfg.cpus_per_inference_worker)
+            needed = sum(b.get("CPU", 0.0) for b in self.layout.bundles[1:])
             num_cpus = cfg.num_cpus or max(int(needed + 0.999), os.cpu_count() or 1)
             start_local_ray(num_cpus, _ray_temp_dir(self.run_dir), env_vars)
         self._ray_started = True
+
+    def _placement(self, bundle: int) -> dict[str, Any]:
+        """Actor options that put an actor into bundle `bundle` of the run's placement group."""
+        if self.placement_group is None:
+            return {}
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
+            self.placement_group, placement_group_bundle_index=bundle)}
 
     def _start_env_workers(self) -> list:
         from webrl.envs.worker import make_env_worker_actor
 
         cfg = self.config
-        return [make_env_worker_actor(cfg.env, num_cpus=cfg.resources.cpus_per_env_worker)
-                for _ in range(cfg.resources.num_env_workers)]
+        return [make_env_worker_actor(cfg.env, num_cpus=cfg.resources.cpus_per_env_worker,
+                                      **self._placement(self.layout.env + i))
+                for i in range(cfg.resources.num_env_workers)]
 
-    def _start_inference(self, generator) -> Any:
+    def _start_inference(self, generator, index: int, endpoint: bool = False) -> Any:
+        """Inference worker `index` (bundle inference + index); `endpoint`: eval.endpoint's engine."""
         import ray
 
+        from webrl.evaluation import EndpointEngineFactory, endpoint_config
         from webrl.rollout import InferenceActor
         from webrl.rollout.engines import GeneratorEngineFactory
 
         res = self.config.resources
-        actor = ray.remote(num_cpus=res.cpus_per_inference_worker, num_gpus=res.gpus_per_inference_worker)
-        factory = GeneratorEngineFactory(self.model_path, generator, dtype=self.config.model.dtype,
-                                         device="cuda" if res.gpus_per_inference_worker else None)
-        return actor(InferenceActor).options(max_concurrency=256).remote(factory, self.config.inference)
+        actor = ray.remote(num_cpus=res.cpus_per_inference_worker, num_gpus=0 if endpoint else res.gpus_per_inference_worker)
+        if endpoint:
+            factory: Any = EndpointEngineFactory(endpoint_config(self.config))
+        else:
+            factory = GeneratorEngineFactory(self.model_path, generator, dtype=self.config.model.dtype,
+                                             device="cuda" if res.gpus_per_inference_worker else None)
+        options = {"max_concurrency": 256, **self._placement(self.layout.inference + index)}
+        return actor(InferenceActor).options(**options).remote(factory, self.config.inference)
 
     def _learner_resources(self) -> dict[str, Any]:
         res = self.config.resources
         per_rank = {"CPU": res.cpus_per_learner_rank}
         if res.gpus_per_learner_rank:
             per_rank["GPU"] = res.gpus_per_learner_rank
-        return {"resources_per_rank": per_rank,
+        placement = ({"placement_group": self.placement_group, "bundle_offset": self.layout.learner}
+                     if self.placement_group is not None else {})
+        return {"resources_per_rank": per_rank, **placement,
                 "env_vars": {"TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"]}}
 
     def _start_learner(self) -> None:
         from webrl.learner import LearnerGroup
 
-        if getattr(self, "learner", None) is not None:
+        if self.learner is not None:
             self.learner.shutdown()
         cfg = self.config
         self.learner = LearnerGroup(dataclasses.replace(cfg.learner, model_path=self.model_path, seed=cfg.run.seed),
                                     num_ranks=cfg.resources.learner_ranks, **self._learner_resources())
 
-    def _tiny_model(self) -> str:
+    def _initial_model(self) -> str:
+        """model.path (a checkpoint folder's hf/ if given one), else a tiny random-init model."""
+        from webrl.evaluation import resolve_checkpoint
+
+        if self.config.model.path:
+            return resolve_checkpoint(self.config.model.path)
         from webrl.models import tiny_model
 
         m = self.config.model
@@ -273,7 +392,6 @@ class Trainer:
             return str(out)
         return str(tiny_model(m.family, out_dir=out, seed=self.config.run.seed, hidden=m.tiny_hidden,
                               layers=m.tiny_layers))
-
     def _render_policy(self):
         """A GeneratorPolicy used only to render prompts (the SFT path shares rollout's code)."""
         from webrl.models import load_model
@@ -294,13 +412,6 @@ class Trainer:
             self._log({"stage": "demos", "episodes": summary["episodes"], "saved": summary["saved"]})
         return load_trajectories(folder / "demos.jsonl")
 
-    def _sample_tasks(self, rng, n: int, levels, split: str) -> list:
-        from webrl.envs.sites.source import SandboxTaskSource
-
-        source = SandboxTaskSource(sites=tuple(self.config.tasks.sites), levels=tuple(levels), split=split,
-                                   start_server=False)
-        return [source.sample(rng) for _ in range(n)]
-
     # -- weights, checkpoints, logs ----------------------------------------------------------
     @property
     def policy_version(self) -> int:
@@ -313,24 +424,27 @@ class Trainer:
         version = force_version if force_version is not None else self.policy_version
         ray.get([a.set_weights.remote(ref, version) for a in [*self.inference, self.eval_inference]])
 
-    def _checkpoint(self) -> None:
-        path = self.run_dir / "checkpoints" / f"step-{self.iteration:08d}"
-        self.learner.save(str(path), {"iteration": self.iteration, "model_path": self.model_path})
+    def save(self, path: str | Path) -> str:
+        """Checkpoint the learner (weights, optimizer, version) and the iteration at `path`."""
+        return self.learner.save(str(path), {"iteration": self.iteration, "model_path": self.model_path})
 
-    def _maybe_resume(self) -> bool:
+    def load(self, path: str | Path) -> None:
+        """Continue from a checkpoint `save` wrote: learner state, iteration, rollout weights."""
+        state = self.learner.load(str(path))
+        self.iteration = int(state["iteration"])
+        self._sync_weights()
+
+    def _checkpoint(self) -> None:
+        self.save(self.run_dir / "checkpoints" / f"step-{self.iteration:08d}")
+
+    def _resume(self) -> None:
         from webrl.learner.checkpoint import latest_checkpoint
 
-        if not self.config.run.resume:
-            return False
         latest = latest_checkpoint(self.run_dir / "checkpoints")
         if latest is None:
             raise FileNotFoundError(f"run.resume=true but {self.run_dir / 'checkpoints'} holds no checkpoint")
-        state = self.learner.load(str(latest))
-        self.iteration = int(state["iteration"])
-        self._sync_weights()
+        self.load(latest)
         print(f"webrl: resumed from {latest} (iteration {self.iteration}, policy version {self.policy_version})")
-        return True
-
     def _log(self, metrics: dict[str, Any]) -> None:
         record = {"time": time.time(), **metrics}
         self.history.append(record)
@@ -356,33 +470,40 @@ class Trainer:
     def close(self) -> None:
         import ray
 
-        for name in ("env_workers",):
-            for w in getattr(self, name, []) or []:
-                try:
-                    ray.get(w.close.remote(), timeout=30)
-                except Exception:  # already dead: nothing to close
-                    pass
-        if getattr(self, "learner", None) is not None:
+        for w in self.env_workers:
+            try:
+                ray.get(w.close.remote(), timeout=30)
+            except Exception:  # already dead: nothing to close
+                pass
+        if self.learner is not None:
             self.learner.shutdown()
             self.learner = None
+        if not self._ray_started and ray.is_initialized():  # someone else's Ray (a Tune trial): free our actors
+            for actor in [*self.env_workers, *self.inference, self.eval_inference]:
+                if actor is not None:
+                    ray.kill(actor)
+        self.env_workers, self.inference, self.eval_inference = [], [], None
         if getattr(self, "_tb", None) is not None:
             self._tb.close()
+            self._tb = None
         if getattr(self, "_metrics_file", None) is not None:
             self._metrics_file.close()
+            self._metrics_file = None
         if self._ray_started:
             ray.shutdown()
             self._ray_started = False
 
 
 # -- small helpers -------------------------------------------------------------------------------
-def _rng(seed: int, stream: str):
+def _rng(seed: int, stream: str, iteration: int = 0):
     import numpy as np
 
-    return np.random.default_rng([seed, {"rl": 1, "eval": 2}[stream]])
+    return np.random.default_rng([seed, {"rl": 1, "eval": 2}[stream], iteration])
 
 
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else 0.0
+def _in_ray_job() -> bool:
+    """Inside `ray job submit`: the job's runtime env (working dir, env vars) already applies."""
+    return bool(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or os.environ.get("RAY_SUBMISSION_ID"))
 
 
 def _staleness(trajectories, version: int) -> float:
@@ -412,16 +533,3 @@ def _metrics_table(metrics: dict[str, Any]) -> str:
     keys = [k for k in _TABLE_KEYS if k in metrics] + sorted(
         k for k in metrics if k.startswith(("loss", "kl", "entropy", "clip")) and k not in _TABLE_KEYS)[:4]
     return " | ".join(f"{k} {_fmt(metrics[k])}" for k in dict.fromkeys(keys))
-
-
-def _before_after_table(before: Optional[dict], after: Optional[dict]) -> str:
-    rows = ["held-out success (greedy)      before    after"]
-    keys = sorted(set((before or {}).get("per_site_level", {})) | set((after or {}).get("per_site_level", {})))
-    for key in ["overall", *keys]:
-        def get(r):
-            if not r:
-                return "   -  "
-            v = r.get("success") if key == "overall" else r.get("per_site_level", {}).get(key)
-            return f"{100 * v:5.1f}%" if v is not None else "   -  "
-        rows.append(f"{key:<30} {get(before):>7} {get(after):>8}")
-    return "\n".join(rows)

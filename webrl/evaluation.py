@@ -1,0 +1,147 @@
+"""Evaluation pieces shared by `Trainer` and `webrl eval`: summaries, tables, exports, endpoints.
+
+    summarize(tasks, trajectories)  -> EvalSummary  (success overall and per site/level)
+    success_table(summary)          -> the per-site/level table `webrl eval` prints
+    before_after_table(a, b)        -> the table `Trainer.fit` prints
+    export_om2w(trajectories, dir)  -> the Online-Mind2Web v2 result folders (reward/om2w.py)
+    EndpointEngineFactory           -> an inference engine over an OpenAI-compatible server
+
+Success is `reward > 0` on trajectories that were scored; dropped ones (infrastructure or
+judge failures) are counted apart and never count as failures (reward/base.py's rule).
+
+Choices where the format is silent: task ids become folder-safe (`/` and other characters
+outside `[A-Za-z0-9_.-]` become `_`), and a task evaluated twice gets `-2`, `-3` suffixes, since
+the v2 format holds one trajectory per task folder.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from webrl.types import Trajectory
+
+
+@dataclass
+class EvalSummary:
+    """success: share of scored trajectories with reward > 0; per_site_level: "site/lN" ->
+    (success, scored count); dropped: trajectories with no score; tasks: tasks attempted."""
+
+    success: float = 0.0
+    per_site_level: dict[str, tuple[float, int]] = field(default_factory=dict)
+    dropped: int = 0
+    tasks: int = 0
+
+    def as_metrics(self) -> dict[str, Any]:
+        return {"success": self.success, "dropped": float(self.dropped), "tasks": float(self.tasks),
+                "per_site_level": {k: v for k, (v, _) in self.per_site_level.items()}}
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def summarize(tasks: Sequence[Any], trajectories: Sequence[Trajectory]) -> EvalSummary:
+    """Success overall and per `site/l<level>` (from each task's spec), scored trajectories only."""
+    by_key: dict[str, list[float]] = {}
+    for task, traj in zip(tasks, trajectories):
+        if traj.status == "ok":
+            site = task.spec.site or "tasks"
+            by_key.setdefault(f"{site}/l{task.spec.level}", []).append(float((traj.reward or 0) > 0))
+    scored = [x for xs in by_key.values() for x in xs]
+    return EvalSummary(success=_mean(scored),
+                       per_site_level={k: (_mean(v), len(v)) for k, v in sorted(by_key.items())},
+                       dropped=sum(t.status == "dropped" for t in trajectories), tasks=len(tasks))
+
+
+def success_table(summary: EvalSummary, title: str = "success (greedy)") -> str:
+    rows = [f"{title:<30} {'scored':>7} {'success':>8}"]
+    for key, (rate, n) in summary.per_site_level.items():
+        rows.append(f"{key:<30} {n:>7} {100 * rate:7.1f}%")
+    scored = sum(n for _, n in summary.per_site_level.values())
+    rows.append(f"{'overall':<30} {scored:>7} {100 * summary.success:7.1f}%")
+    if summary.dropped:
+        rows.append(f"({summary.dropped} of {summary.tasks} trajectories dropped: not scored, not failures)")
+    return "\n".join(rows)
+
+
+def before_after_table(before: Optional[dict], after: Optional[dict]) -> str:
+    rows = ["held-out success (greedy)      before    after"]
+    keys = sorted(set((before or {}).get("per_site_level", {})) | set((after or {}).get("per_site_level", {})))
+    for key in ["overall", *keys]:
+        def get(r):
+            if not r:
+                return "   -  "
+            v = r.get("success") if key == "overall" else r.get("per_site_level", {}).get(key)
+            return f"{100 * v:5.1f}%" if v is not None else "   -  "
+        rows.append(f"{key:<30} {get(before):>7} {get(after):>8}")
+    return "\n".join(rows)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def export_om2w(trajectories: Sequence[Trajectory], out_dir: str | Path) -> list[Path]:
+    """Write each trajectory with turns as `<out_dir>/<safe task id>/result.json` (+ images)."""
+    from webrl.reward.om2w import export_run
+
+    seen: dict[str, int] = {}
+    renamed = []
+    for traj in trajectories:
+        if not traj.turns:
+            continue
+        base = _UNSAFE.sub("_", traj.task_id).strip(".") or "task"
+        seen[base] = seen.get(base, 0) + 1
+        task_id = base if seen[base] == 1 else f"{base}-{seen[base]}"
+        renamed.append(dataclasses.replace(traj, task_id=task_id))
+    return export_run(renamed, out_dir)
+
+
+class EndpointEngine:
+    """The inference-engine interface (`act`, `load_weights`) over an `EndpointPolicy`."""
+
+    def __init__(self, policy: Any):
+        self.policy = policy
+
+    def act(self, requests):
+        return self.policy.act(requests)
+
+    def load_weights(self, weights) -> None:
+        raise RuntimeError("an endpoint serves its own weights; webrl cannot load weights into it")
+
+
+@dataclass
+class EndpointEngineFactory:
+    """Picklable recipe for an `EndpointEngine` (built inside the inference actor)."""
+
+    config: Any
+    """An `EndpointConfig`."""
+
+    def __call__(self) -> EndpointEngine:
+        from webrl.policy.endpoint import EndpointPolicy
+
+        return EndpointEngine(EndpointPolicy(self.config))
+
+
+def endpoint_config(cfg: Any) -> Any:
+    """The `EndpointConfig` `webrl eval` uses for `cfg.eval.endpoint` (greedy, the run's prompt)."""
+    import os
+
+    from webrl.policy.endpoint import EndpointConfig
+
+    sampling = dataclasses.replace(cfg.generator.sampling, greedy=True)
+    return EndpointConfig(base_url=cfg.eval.endpoint, model=cfg.eval.endpoint_model, family=cfg.model.family,
+                          api_key=os.environ.get(cfg.eval.endpoint_api_key_env, "EMPTY"),
+                          prompt=cfg.generator.prompt, sampling=sampling, logprobs=False)
+
+
+def resolve_checkpoint(path: str) -> str:
+    """A checkpoint folder (`checkpoints/step-N`, holding `hf/`) or a plain HF folder -> HF folder."""
+    p = Path(path)
+    if (p / "hf" / "config.json").exists():
+        return str(p / "hf")
+    if (p / "config.json").exists() or not p.exists():
+        return str(p)  # a plain folder, or a hub id (transformers resolves it)
+    raise FileNotFoundError(f"{path} holds neither config.json nor hf/config.json: not a checkpoint")

@@ -1,0 +1,67 @@
+"""Task sources of a run: `tasks` config -> (training source, evaluation source).
+
+    sandbox   SandboxTaskSource, train split for training, test split (unseen entities) for eval
+    miniwob   MiniWoBTaskSource over `tasks.miniwob` names (fresh seeds; eval draws other seeds)
+    file      a live-web tasks file (envs/loaders.py): both draw from it; eval takes the file's
+              first `tasks.eval_tasks` tasks in order, each once (a benchmark run, not a sample)
+    env       a registered env name (`ray.tune.registry.register_env` or a Gymnasium id): the
+              env's own `tasks` source, for training and evaluation alike
+
+Sources are built in the driver and the drawn tasks are shipped to the env workers (Tasks are
+picklable; `Task.prepare()` runs in the worker). A user's site that lives in the driver's
+process (examples/custom_site.py) is reached over 127.0.0.1 from the workers.
+
+Choice where the issue is silent: a registered env is built once in the driver only to read its
+`tasks` attribute (WebEnv does not start a browser before `reset`), then closed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from webrl.train_config import TasksConfig
+
+
+def _env_task_source(env_id: str, env_config: dict) -> Any:
+    from webrl.envs.registry import make_env
+
+    env = make_env(env_id, env_config)
+    try:
+        source = getattr(getattr(env, "unwrapped", env), "tasks", None)
+    finally:
+        env.close()
+    if source is None or not hasattr(source, "sample"):
+        raise ValueError(f"tasks.env_id={env_id!r}: the registered env has no `tasks` source "
+                         "(build it as WebEnv(config, tasks=YourTaskSource()))")
+    return source
+
+
+def task_sources(tasks: TasksConfig, max_steps: int = 30) -> tuple[Any, Any]:
+    """(train source, eval source) for `tasks`; `max_steps` bounds live-web file tasks."""
+    if tasks.source == "sandbox":
+        from webrl.envs.sites.source import SandboxTaskSource
+
+        return (SandboxTaskSource(sites=tuple(tasks.sites), levels=tuple(tasks.train_levels), split="train",
+                                  start_server=False),
+                SandboxTaskSource(sites=tuple(tasks.sites), levels=tuple(tasks.eval_levels), split="test",
+                                  start_server=False))
+    if tasks.source == "miniwob":
+        from webrl.envs.miniwob import MiniWoBTaskSource
+
+        source = MiniWoBTaskSource(names=tuple(tasks.miniwob))
+        return source, source
+    if tasks.source == "file":
+        from webrl.envs.loaders import LiveWebTaskSource, load_tasks
+
+        source = LiveWebTaskSource(load_tasks(tasks.file, tasks.file_format or None, max_steps=max_steps))
+        return source, source
+    source = _env_task_source(tasks.env_id, dict(tasks.env_config))
+    return source, source
+
+
+def draw_tasks(source: Any, rng: Any, n: int, in_order: bool = False) -> list:
+    """`n` tasks from `source`; `in_order` takes a fixed list's first `n` (each once) when the
+    source holds one (`.tasks`), so an evaluation on a tasks file covers distinct tasks."""
+    fixed = getattr(source, "tasks", None)
+    if in_order and isinstance(fixed, list):
+        return list(fixed[:n])
+    return [source.sample(rng) for _ in range(n)]

@@ -10,6 +10,10 @@ EnvWorker actor, a step or trajectory timeout) restarts that trajectory from scr
 another slot, up to `max_retries` times; after that the trajectory is dropped with the
 reason. Dropped trajectories are counted and never scored as task failures.
 
+Modes: `collect` is sync mode (a whole batch, then train). Async mode (rollouts go on while
+the learner trains, bounded by `max_staleness`) is `AsyncCollector` (async_collector.py), which
+runs `run_group` on a background loop over the same slots and inference workers.
+
 Departure from OpenWebRL: the recipe's driver steps all envs of a batch in lock-step; here each
 trajectory advances as soon as its own action is ready (the asynchronous design AsyncWebRL
 argues for), which removes the wait on the slowest page at every turn.

@@ -35,3 +35,88 @@ def test_demos_command_records_oracle_episodes(tmp_path, capsys):
                  "--viewport", "640x480"]) == 0
     assert "saved 2 of 2" in capsys.readouterr().out
     assert len((out / "demos.jsonl").read_text().splitlines()) == 2
+
+
+def test_train_sft_eval_share_the_run_config(capsys):
+    for name in ("train", "sft", "eval"):
+        assert main([name, "--config", "smoke", "--trainer.iteratons", "3"]) == 2
+        err = capsys.readouterr().err
+        assert "'trainer.iteratons'" in err and "trainer.iterations" in err, name  # names the key and the fix
+    assert main(["eval", "--config", "smoke", "eval.endpoint=ftp://x"]) == 2
+    assert "eval.endpoint must start with http://" in capsys.readouterr().err
+    assert main(["train", "--config", "smoke", "tasks.source=file"]) == 2
+    assert "tasks.source=file needs tasks.file" in capsys.readouterr().err
+
+
+def test_recipe_preset_names_its_required_keys(capsys):
+    assert main(["train", "--config", "online_mind2web_qwen3vl_4b", "tasks.file=/data/t.json"]) == 2
+    err = capsys.readouterr().err
+    assert "model.path" in err and "reward.openai.base_url" in err and "tasks.file," not in err
+
+
+class _FakeChatServer:
+    """An OpenAI-compatible /v1/chat/completions on 127.0.0.1 that always answers `stop`."""
+
+    REPLY = '<tool_call>{"name": "browser", "arguments": {"action": "stop"}}'
+
+    def __init__(self):
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        bodies = self.bodies = []
+        reply = self.REPLY
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply},
+                                                "finish_reason": "stop"}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.browser
+def test_sft_then_eval_of_its_checkpoint_and_of_an_endpoint(tmp_path, capsys):
+    import json
+    from pathlib import Path
+
+    assert main(["sft", "--config", "smoke", f"run.run_dir={tmp_path / 'sft'}", "sft.demos=2"]) == 0
+    out = capsys.readouterr().out
+    hf = Path(out.split("SFT checkpoint (Hugging Face folder): ")[1].split()[0])
+    assert hf == tmp_path / "sft" / "sft" / "hf" and (hf / "config.json").exists()
+    assert not (tmp_path / "sft" / "checkpoints").exists()  # only the SFT stage ran
+
+    assert main(["eval", str(hf.parent), "--config", "smoke", f"run.run_dir={tmp_path / 'ev'}",
+                 "tasks.eval_tasks=2", "rollout.max_turns=1"]) == 0
+    out = capsys.readouterr().out
+    assert "widgets/l0" in out and "overall" in out
+    results = sorted((tmp_path / "ev" / "om2w").glob("*/result.json"))
+    assert len(results) == 2
+    doc = json.loads(results[0].read_text())
+    assert doc["schema_version"] == "online-mind2web-v2" and doc["task"] and doc["action_history"]
+    assert (tmp_path / "ev" / "viewer" / "index.html").exists()
+
+    server = _FakeChatServer()
+    try:
+        assert main(["eval", "--config", "smoke", f"run.run_dir={tmp_path / 'ep'}", f"eval.endpoint={server.url}",
+                     "tasks.eval_tasks=2", "rollout.max_turns=1"]) == 0
+    finally:
+        server.server.shutdown()
+    out = capsys.readouterr().out
+    assert "overall" in out and "0.0%" in out  # stopping at once solves no widget task
+    assert len(server.bodies) == 2 and all(b["temperature"] == 0.0 for b in server.bodies)  # greedy, one turn each
+    docs = [json.loads(p.read_text()) for p in (tmp_path / "ep" / "om2w").glob("*/result.json")]
+    assert len(docs) == 2 and all(d["action_history"][0]["action"].startswith("TASK_COMPLETE") for d in docs)

@@ -22,6 +22,73 @@ def test_trainer_config_errors_name_the_key():
         load_config(WebRLConfig, "smoke", ["rollout.group_sise=3"])
 
 
+def _task(site: str, level: int, task_id: str = "t"):
+    from webrl.envs import BaseTask, TaskSpec
+
+    return BaseTask(TaskSpec(id=task_id, goal="g", start_url="http://127.0.0.1:1/", site=site, level=level))
+
+
+def test_summary_counts_scored_trajectories_per_site_and_level():
+    from webrl.evaluation import success_table, summarize
+    from webrl.types import Trajectory
+
+    tasks = [_task("shop", 0), _task("shop", 0), _task("shop", 1), _task("wiki", 0), _task("wiki", 0)]
+    trajs = [Trajectory("a", reward=1.0), Trajectory("b", reward=0.0), Trajectory("c", reward=0.5),
+             Trajectory("d", reward=0.0), Trajectory("e", status="dropped", drop_reason="infra: x")]
+    s = summarize(tasks, trajs)
+    # scored: shop/l0 {1, 0} -> 50%; shop/l1 {0.5 > 0} -> 100%; wiki/l0 {0} -> 0% (the dropped one
+    # is not a failure); overall 2 successes of 4 scored = 50%
+    assert s.per_site_level == {"shop/l0": (0.5, 2), "shop/l1": (1.0, 1), "wiki/l0": (0.0, 1)}
+    assert s.success == 0.5 and s.dropped == 1 and s.tasks == 5
+    table = success_table(s)
+    assert "shop/l0                              2    50.0%" in table
+    assert "overall                              4    50.0%" in table and "1 of 5 trajectories dropped" in table
+
+
+def test_om2w_export_makes_task_ids_folder_safe_and_distinct(tmp_path):
+    from webrl.actions import Action
+    from webrl.evaluation import export_om2w
+    from webrl.types import Image, Trajectory, Turn
+
+    shot = Image(b"\x89PNG-not-decoded", "png")
+    def traj():
+        return Trajectory("widgets/l0/test/click/7", goal="Click OK",
+                          turns=[Turn(images=[shot], action=Action(kind="stop"))], reward=1.0)
+    folders = export_om2w([traj(), traj(), Trajectory("empty/one")], tmp_path)
+    assert [f.name for f in folders] == ["widgets_l0_test_click_7", "widgets_l0_test_click_7-2"]  # no turns: skipped
+    doc = json.loads((folders[1] / "result.json").read_text())
+    assert doc["task_id"] == "widgets_l0_test_click_7-2" and doc["task"] == "Click OK"
+    assert doc["action_history"][0]["action"].startswith("TASK_COMPLETE")
+
+
+def test_task_sources_file_and_registered_env(tmp_path):
+    import numpy as np
+    from ray.tune.registry import register_env
+
+    from webrl.envs import WebEnv
+    from webrl.task_sources import draw_tasks, task_sources
+
+    rows = [{"task_id": f"t{i}", "confirmed_task": f"goal {i}", "website": "https://example.com/"} for i in range(3)]
+    (tmp_path / "tasks.json").write_text(json.dumps(rows))
+    cfg = load_config(WebRLConfig, "smoke", ["tasks.source=file", f"tasks.file={tmp_path / 'tasks.json'}"]).tasks
+    train, held_out = task_sources(cfg)
+    # evaluation on a file takes its first tasks in file order, each once
+    assert [t.spec.goal for t in draw_tasks(held_out, np.random.default_rng(0), 2, in_order=True)] == ["goal 0", "goal 1"]
+    assert {t.spec.goal for t in draw_tasks(train, np.random.default_rng(0), 20)} <= {"goal 0", "goal 1", "goal 2"}
+
+    class OneTask:
+        def sample(self, rng):
+            return _task("mine", 0, "mine/1")
+
+    register_env("webrl-test-mine", lambda env_config: WebEnv(tasks=OneTask()))
+    cfg = load_config(WebRLConfig, "smoke", ["tasks.source=env", "tasks.env_id=webrl-test-mine"]).tasks
+    train, _ = task_sources(cfg)
+    assert draw_tasks(train, np.random.default_rng(0), 1)[0].spec.id == "mine/1"
+    register_env("webrl-test-bare", lambda env_config: WebEnv())  # no task source
+    with pytest.raises(ValueError, match="has no `tasks` source"):
+        task_sources(load_config(WebRLConfig, "smoke", ["tasks.source=env", "tasks.env_id=webrl-test-bare"]).tasks)
+
+
 def _run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "examples" / "train_online_mind2web.py"), "--config", "smoke",
            f"run.run_dir={run_dir}", *overrides]

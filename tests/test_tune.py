@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from webrl.config import ConfigError
-from webrl.trainer import bundle_layout
+from webrl.train_config import bundle_layout
 from webrl.tune import trial_config
 
 

@@ -91,6 +91,31 @@ class ResourcesConfig:
             raise ConfigError("resources: num_env_workers, num_inference_workers and learner_ranks must be >= 1")
 
 
+@dataclass
+class BundleLayout:
+    """Bundles of a run's placement group and the index of each actor kind's first bundle."""
+
+    bundles: list[dict[str, float]]
+    learner: int
+    inference: int
+    """Rollout inference workers; the greedy evaluation worker follows them."""
+    env: int
+
+
+def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0) -> BundleLayout:
+    """[driver] + learner ranks + (rollout + 1 eval) inference workers + env workers."""
+    def bundle(cpus: float, gpus: float) -> dict[str, float]:
+        return {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
+
+    bundles = [bundle(driver_cpus, 0.0)]
+    bundles += [bundle(res.cpus_per_learner_rank, res.gpus_per_learner_rank)] * res.learner_ranks
+    bundles += [bundle(res.cpus_per_inference_worker, res.gpus_per_inference_worker)] * (res.num_inference_workers + 1)
+    bundles += [bundle(res.cpus_per_env_worker, 0.0)] * res.num_env_workers
+    learner = 1
+    inference = learner + res.learner_ranks
+    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + res.num_inference_workers + 1)
+
+
 def _sft_learner() -> LearnerConfig:
     from webrl.learner.config import OptimConfig
 

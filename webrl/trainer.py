@@ -32,14 +32,14 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from webrl.config import to_yaml
 from webrl.evaluation import before_after_table, summarize
 from webrl.ray_local import start_local_ray
-from webrl.train_config import ResourcesConfig, WebRLConfig
+from webrl.run_log import RunLog
+from webrl.train_config import WebRLConfig, bundle_layout
 
 
 def _resolve_run_dir(config: WebRLConfig) -> Path:
@@ -58,31 +58,6 @@ def _ray_temp_dir(run_dir: Path) -> str:
         candidate.mkdir(parents=True, exist_ok=True)
         return str(candidate)
     return tempfile.mkdtemp(prefix="webrl-ray-")
-
-
-@dataclass
-class BundleLayout:
-    """Bundles of a run's placement group and the index of each actor kind's first bundle."""
-
-    bundles: list[dict[str, float]]
-    learner: int
-    inference: int
-    """Rollout inference workers; the greedy evaluation worker follows them."""
-    env: int
-
-
-def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0) -> BundleLayout:
-    """[driver] + learner ranks + (rollout + 1 eval) inference workers + env workers."""
-    def bundle(cpus: float, gpus: float) -> dict[str, float]:
-        return {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
-
-    bundles = [bundle(driver_cpus, 0.0)]
-    bundles += [bundle(res.cpus_per_learner_rank, res.gpus_per_learner_rank)] * res.learner_ranks
-    bundles += [bundle(res.cpus_per_inference_worker, res.gpus_per_inference_worker)] * (res.num_inference_workers + 1)
-    bundles += [bundle(res.cpus_per_env_worker, 0.0)] * res.num_env_workers
-    learner = 1
-    inference = learner + res.learner_ranks
-    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + res.num_inference_workers + 1)
 
 
 class Trainer:
@@ -280,8 +255,8 @@ class Trainer:
         os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(self.run_dir / "torch_extensions"))
         self.model_path = self._initial_model()
         self._start_ray(ray)
-        self._metrics_file = open(self.run_dir / "metrics.jsonl", "a")
-        self._tb = _tensorboard(self.run_dir / "tb")
+        self._log = RunLog(self.run_dir, cfg.trainer.log_every)
+        self.history = self._log.history
 
     def _setup_rollout(self, rollout: bool) -> None:
         """Reward, task sources, env workers, inference workers and coordinators (`rollout=False`:
@@ -298,12 +273,12 @@ class Trainer:
         log = TrajectoryLog(self.run_dir)
         greedy = dataclasses.replace(cfg.generator, sampling=dataclasses.replace(cfg.generator.sampling, greedy=True))
         self.eval_inference = self._start_inference(greedy, cfg.resources.num_inference_workers,
-                                                    endpoint=bool(cfg.eval.endpoint) and not rollout)
+                                                    endpoint=bool(cfg.eval.endpoint) and not rollout)[0]
         eval_rollout = dataclasses.replace(cfg.rollout, group_size=1)
         self.eval_coordinator = RolloutCoordinator(slots, [self.eval_inference], eval_rollout,
                                                    on_trajectory=None if rollout else log, progress=ProgressBar())
         if rollout:
-            self.inference = [self._start_inference(cfg.generator, i) for i in range(cfg.resources.num_inference_workers)]
+            self.inference = self._start_inference(cfg.generator, 0, cfg.resources.num_inference_workers)
             self.coordinator = RolloutCoordinator(slots, self.inference, cfg.rollout, on_trajectory=log,
                                                   progress=ProgressBar())
 
@@ -315,49 +290,38 @@ class Trainer:
         if ray.is_initialized():  # inside a Tune trial, or a caller's own ray.init
             return
         address = cfg.ray_address or os.environ.get("RAY_ADDRESS", "")
-        if address:  # a cluster (e.g. inside `ray job submit`): its own temp dir, CPUs and job runtime env
-            runtime_env = None if os.environ.get("RAY_JOB_ID") or _in_ray_job() else {"env_vars": env_vars}
-            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+        if address:  # a cluster (e.g. inside `ray job submit`): its own temp dir and CPUs
+            taken = _job_env_vars()  # Ray refuses a driver env var the job's runtime env also sets
+            ray.init(address=address, runtime_env={"env_vars": {k: v for k, v in env_vars.items() if k not in taken}},
+                     log_to_driver=False)
         else:
             needed = sum(b.get("CPU", 0.0) for b in self.layout.bundles[1:])
             num_cpus = cfg.num_cpus or max(int(needed + 0.999), os.cpu_count() or 1)
             start_local_ray(num_cpus, _ray_temp_dir(self.run_dir), env_vars)
         self._ray_started = True
 
-    def _placement(self, bundle: int) -> dict[str, Any]:
-        """Actor options that put an actor into bundle `bundle` of the run's placement group."""
-        if self.placement_group is None:
-            return {}
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
-            self.placement_group, placement_group_bundle_index=bundle)}
-
     def _start_env_workers(self) -> list:
-        from webrl.envs.worker import make_env_worker_actor
-
-        cfg = self.config
-        return [make_env_worker_actor(cfg.env, num_cpus=cfg.resources.cpus_per_env_worker,
-                                      **self._placement(self.layout.env + i))
-                for i in range(cfg.resources.num_env_workers)]
-
-    def _start_inference(self, generator, index: int, endpoint: bool = False) -> Any:
-        """Inference worker `index` (bundle inference + index); `endpoint`: eval.endpoint's engine."""
-        import ray
-
-        from webrl.evaluation import EndpointEngineFactory, endpoint_config
-        from webrl.rollout import InferenceActor
-        from webrl.rollout.engines import GeneratorEngineFactory
+        from webrl.rollout.placement import start_env_workers
 
         res = self.config.resources
-        actor = ray.remote(num_cpus=res.cpus_per_inference_worker, num_gpus=0 if endpoint else res.gpus_per_inference_worker)
+        return start_env_workers(self.config.env, res.num_env_workers, cpus_per_worker=res.cpus_per_env_worker,
+                                 placement_group=self.placement_group, bundle_offset=self.layout.env)
+
+    def _start_inference(self, generator, index: int, count: int = 1, endpoint: bool = False) -> list:
+        """`count` inference workers from bundle inference + index on; `endpoint`: eval.endpoint's engine."""
+        from webrl.evaluation import EndpointEngineFactory, endpoint_config
+        from webrl.rollout.engines import GeneratorEngineFactory
+        from webrl.rollout.placement import start_inference_workers
+
+        res = self.config.resources
         if endpoint:
             factory: Any = EndpointEngineFactory(endpoint_config(self.config))
         else:
             factory = GeneratorEngineFactory(self.model_path, generator, dtype=self.config.model.dtype,
                                              device="cuda" if res.gpus_per_inference_worker else None)
-        options = {"max_concurrency": 256, **self._placement(self.layout.inference + index)}
-        return actor(InferenceActor).options(**options).remote(factory, self.config.inference)
+        return start_inference_workers(factory, self.config.inference, count, cpus_per_worker=res.cpus_per_inference_worker,
+                                       gpus_per_worker=0.0 if endpoint else res.gpus_per_inference_worker,
+                                       placement_group=self.placement_group, bundle_offset=self.layout.inference + index)
 
     def _learner_resources(self) -> dict[str, Any]:
         res = self.config.resources
@@ -445,20 +409,6 @@ class Trainer:
             raise FileNotFoundError(f"run.resume=true but {self.run_dir / 'checkpoints'} holds no checkpoint")
         self.load(latest)
         print(f"webrl: resumed from {latest} (iteration {self.iteration}, policy version {self.policy_version})")
-    def _log(self, metrics: dict[str, Any]) -> None:
-        record = {"time": time.time(), **metrics}
-        self.history.append(record)
-        self._metrics_file.write(json.dumps(record, default=str) + "\n")
-        self._metrics_file.flush()
-        step = int(metrics.get("iteration", len(self.history)))
-        for k, v in metrics.items():
-            if isinstance(v, (int, float)) and self._tb is not None:
-                self._tb.add_scalar(f"{metrics.get('stage', 'rl')}/{k}", v, step)
-        if "iteration" in metrics and metrics["iteration"] % self.config.trainer.log_every == 0:
-            print(_metrics_table(metrics))
-        elif "stage" in metrics:
-            print("webrl " + " ".join(f"{k}={_fmt(v)}" for k, v in metrics.items() if k != "time"))
-
     def _view(self) -> None:
         from webrl.rollout import view_run
 
@@ -483,12 +433,8 @@ class Trainer:
                 if actor is not None:
                     ray.kill(actor)
         self.env_workers, self.inference, self.eval_inference = [], [], None
-        if getattr(self, "_tb", None) is not None:
-            self._tb.close()
-            self._tb = None
-        if getattr(self, "_metrics_file", None) is not None:
-            self._metrics_file.close()
-            self._metrics_file = None
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
         if self._ray_started:
             ray.shutdown()
             self._ray_started = False
@@ -501,35 +447,13 @@ def _rng(seed: int, stream: str, iteration: int = 0):
     return np.random.default_rng([seed, {"rl": 1, "eval": 2}[stream], iteration])
 
 
-def _in_ray_job() -> bool:
-    """Inside `ray job submit`: the job's runtime env (working dir, env vars) already applies."""
-    return bool(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or os.environ.get("RAY_SUBMISSION_ID"))
+def _job_env_vars() -> dict[str, str]:
+    """The env vars of the runtime env of the Ray job this driver runs in (none outside a job)."""
+    job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+    return dict((job.get("runtime_env") or {}).get("env_vars") or {})
 
 
 def _staleness(trajectories, version: int) -> float:
     """Most policy versions any collected turn lags behind the learner (0 in sync mode)."""
     versions = [t.policy_version for traj in trajectories for t in traj.turns if t.policy_version >= 0]
     return float(max((version - v for v in versions), default=0))
-
-
-def _tensorboard(folder: Path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # tensorboard is optional at run time
-        return None
-    return SummaryWriter(str(folder))
-
-
-def _fmt(v: Any) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-_TABLE_KEYS = ("iteration", "reward/mean", "reward/success_rate", "success_rate", "filtered_groups", "samples", "loss", "kl",
-               "entropy", "clip_fraction", "env_steps_per_s", "dropped", "staleness", "time_collect_s",
-               "time_update_s")
-
-
-def _metrics_table(metrics: dict[str, Any]) -> str:
-    keys = [k for k in _TABLE_KEYS if k in metrics] + sorted(
-        k for k in metrics if k.startswith(("loss", "kl", "entropy", "clip")) and k not in _TABLE_KEYS)[:4]
-    return " | ".join(f"{k} {_fmt(metrics[k])}" for k in dict.fromkeys(keys))

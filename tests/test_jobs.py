@@ -1,0 +1,112 @@
+"""Ray Jobs: `ray job submit --working-dir . -- python examples/train_online_mind2web.py --config
+smoke ...` against a `ray start --head` this test starts (and alone stops) on 127.0.0.1."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# what --working-dir must not upload: the venv, run folders, build outputs, git objects
+EXCLUDES = [".venv", "runs", "build", ".git", "*.egg-info", "__pycache__", ".pytest_cache"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _descendants_by_temp_dir(temp_dir: str) -> list[int]:
+    """Pids of the processes of *our* head: their command lines name its temp dir."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if temp_dir in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+def _stop_head(head: subprocess.Popen, temp_dir: str) -> None:
+    """Stop only the head this test started: its process group, then anything left naming its temp dir."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(head.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            head.wait(timeout=30)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    time.sleep(2)
+    for pid in _descendants_by_temp_dir(temp_dir):
+        if pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.browser
+def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    venv_bin = Path(sys.executable).parent
+    temp_dir = tempfile.mkdtemp(prefix="rj", dir=run_dir)  # short: Ray's socket paths have a length limit
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1",
+           "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
+    env.pop("RAY_ADDRESS", None)
+    dashboard_port = _free_port()
+    head_log = open(tmp_path / "head.log", "w")
+    head = subprocess.Popen(
+        [str(venv_bin / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+         f"--port={_free_port()}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+         f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}", "--num-cpus=8", "--disable-usage-stats"],
+        env=env, stdout=head_log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://127.0.0.1:{dashboard_port}"
+    out_dir = tmp_path / "runs"
+    try:
+        client = None
+        for _ in range(120):  # the dashboard's job server answers once the head is up
+            try:
+                client = JobSubmissionClient(address)
+                client.list_jobs()
+                break
+            except Exception:
+                assert head.poll() is None, (tmp_path / "head.log").read_text()[-3000:]
+                time.sleep(2)
+        assert client is not None, "the head's job server never answered"
+        runtime_env = {"excludes": EXCLUDES}
+        submit = subprocess.run(
+            [str(venv_bin / "ray"), "job", "submit", "--address", address, "--submission-id", "webrl-smoke",
+             "--no-wait", "--working-dir", ".", "--runtime-env-json", json.dumps(runtime_env), "--",
+             "python", "examples/train_online_mind2web.py", "--config", "smoke", f"run.output_dir={out_dir}",
+             "trainer.iterations=1", "tasks.tasks_per_iteration=1", "tasks.eval_tasks=1", "sft.demos=2"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert submit.returncode == 0, submit.stdout[-2000:] + submit.stderr[-2000:]
+        deadline = time.monotonic() + 1500
+        status = client.get_job_status("webrl-smoke")
+        while status not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED} and time.monotonic() < deadline:
+            time.sleep(5)
+            status = client.get_job_status("webrl-smoke")
+        logs = client.get_job_logs("webrl-smoke")
+        assert status == JobStatus.SUCCEEDED, logs[-4000:]
+        assert "held-out success (greedy)" in logs
+        run_dirs = list(out_dir.glob("smoke-*"))
+        assert len(run_dirs) == 1 and (run_dirs[0] / "checkpoints" / "step-00000001" / "hf" / "config.json").exists()
+    finally:
+        _stop_head(head, temp_dir)
+        head_log.close()

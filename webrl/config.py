@@ -148,6 +148,7 @@ def load_config(schema: type[T], preset: str | Path | None = None,
             cfg = OmegaConf.merge(cfg, layer)
         except OmegaConfBaseException as e:
             raise _explain(e, schema, source) from None
+    _check_required(layers)
     try:
         obj = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as e:
@@ -157,6 +158,19 @@ def load_config(schema: type[T], preset: str | Path | None = None,
             raise
         raise ConfigError(str(e)) from e
     return typing.cast(T, obj)
+
+
+def _check_required(layers: list[tuple[str, Any]]) -> None:
+    """A preset's `???` values are required keys: a later layer must set them (merging `???`
+    keeps the default, so without this check the default would be used silently)."""
+    for i, (source, layer) in enumerate(layers):
+        required = sorted(OmegaConf.missing_keys(layer))
+        unset = [k for k in required
+                 if all(OmegaConf.select(later, k, default="???", throw_on_missing=False) == "???"
+                        for _, later in layers[i + 1:])]
+        if unset:
+            raise ConfigError(f"required config key(s) not set: {', '.join(unset)} ({source} marks them ???; "
+                              f"set each as key=value, see `webrl config --keys`)")
 
 
 def to_yaml(config: Any) -> str:

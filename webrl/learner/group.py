@@ -113,11 +113,16 @@ class ProcessRanks:
                 raise RuntimeError(f"learner rank {rank} failed in {method}:\n{result.message}")
         return results
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout_s: float = 60.0) -> None:
+        """Ask every rank to exit; terminate those still running after `timeout_s` (a rank stuck
+        in a collective never reads the request)."""
         for conn in self.conns:
             conn.send(None)
         for proc in self.procs:
-            proc.join(timeout=60)
+            proc.join(timeout=timeout_s)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=10)
         self.conns, self.procs = [], []
 
 
@@ -131,6 +136,10 @@ class RayRanks:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self._owned_pg = placement_group is None
+        if placement_group is not None and not 0 <= bundle_offset <= placement_group.bundle_count - num_ranks:
+            raise ValueError(f"bundle_offset {bundle_offset} with {num_ranks} learner ranks needs bundles "
+                             f"{bundle_offset}..{bundle_offset + num_ranks - 1}, the placement group has "
+                             f"{placement_group.bundle_count}")
         if placement_group is None:
             placement_group = make_pg([dict(resources_per_rank) for _ in range(num_ranks)], strategy="PACK")
             ray.get(placement_group.ready())

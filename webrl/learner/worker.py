@@ -9,6 +9,10 @@ batch's loss. DeepSpeed averages gradients over the W ranks, so each rank backpr
 W x its micro-batch loss; the update then equals a single rank's on the same samples (up to
 float summation order). Masked filler passes (see `batching`) backpropagate 0 x output.
 
+ZeRO-3 needs every rank to call the same modules in the same order, forward and backward, in
+every pass (see `touch_all_outputs`): equal micro-batch counts (`batching.plan_ranks`), the vision
+tower run even without images (`model.PolicyModule`), and a loss that reaches every output.
+
 Departure from the usual DeepSpeed loop: we own the accumulation boundary
 (`set_gradient_accumulation_boundary`, `backward(scale_wrt_gas=False)`), because the number of
 micro-batches depends on the token budget and changes from step to step.
@@ -146,13 +150,13 @@ class LearnerWorker:
             self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
             batch, extras = self._tensors([samples[i] for i in rows] if rows else [filler])
             logprobs, entropy, values = self._forward(self.engine, batch)
+            loss = touch_all_outputs(logprobs, entropy, values)
             if rows:
                 outputs = LearnerOutputs(logprobs, entropy, values)
-                loss, metrics = objective(outputs, batch, self.config.objective_config, extras=extras,
-                                          scale=scale.select(rows))
+                objective_loss, metrics = objective(outputs, batch, self.config.objective_config, extras=extras,
+                                                    scale=scale.select(rows))
+                loss = loss + objective_loss
                 parts.append((metrics, float(batch.loss_mask.sum())))
-            else:
-                loss = 0.0 * logprobs.sum() + (0.0 * values.sum() if values is not None else 0.0)
             self.engine.backward(loss * self.world_size, scale_wrt_gas=False)
         stage0_norm = self._grad_norm() if self.config.zero_stage == 0 else None
         self.engine.step()
@@ -336,6 +340,21 @@ class LearnerWorker:
         if torch.cuda.is_available():
             stats["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
         return stats
+
+
+def touch_all_outputs(logprobs: torch.Tensor, entropy: torch.Tensor, values: Optional[torch.Tensor]) -> torch.Tensor:
+    """0 x (sum of every output of the forward pass): added to every micro-batch's loss so that
+    backward reaches each output on every rank, whatever the objective reads.
+
+    Why: ZeRO-3 records the order of module calls in forward *and* backward (one backward hook
+    per output tensor that gets a gradient) and checks it with a collective at the start of the
+    next forward whenever a rank's own record changed. A masked filler pass (loss on the
+    log-probs only) and a GRPO pass (log-probs and entropy, even at entropy_coef 0) differ by
+    one hook call, so a rank that ran a filler invalidated its record alone and waited in a
+    broadcast that the other ranks never joined (the 2-rank ZeRO-3 hang of the step benchmark).
+    """
+    total = 0.0 * logprobs.sum() + 0.0 * entropy.sum()
+    return total + 0.0 * values.sum() if values is not None else total
 
 
 def _pad_id(processor, model) -> int:

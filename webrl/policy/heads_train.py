@@ -21,6 +21,7 @@ import json
 import random
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
@@ -132,13 +133,29 @@ def evaluate_heads(heads: DecisionHeads, steps: Sequence[LabelledStep]) -> dict[
             "step": (k_ok & t_ok & v_ok).float().mean().item(), "n": len(steps)}
 
 
-def logged_steps(paths: Sequence[str], goal_fallback: str = "") -> list[tuple[PolicyRequest, Action]]:
-    """(request, action) pairs from stored trajectories; turns without element boxes are skipped."""
+TRAJECTORY_FILES = ("demos.jsonl", "trajectories.jsonl")
+
+
+def trajectory_files(path: str | Path) -> list[Path]:
+    """A trajectory file itself, or the `demos.jsonl` / `trajectories.jsonl` files below a folder
+    (what `webrl demos` and rollout runs write), sorted."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    found = sorted(p for name in TRAJECTORY_FILES for p in path.rglob(name))
+    if not found:
+        raise FileNotFoundError(f"no {' or '.join(TRAJECTORY_FILES)} under {path}")
+    return found
+
+
+def logged_steps(paths: Sequence[str | Path], goal_fallback: str = "") -> list[tuple[PolicyRequest, Action]]:
+    """(request, action) pairs from stored trajectories (files or folders, `trajectory_files`);
+    turns without element boxes are skipped."""
     from webrl.types import load_trajectories
 
     out = []
-    for path in paths:
-        for traj in load_trajectories(path):
+    for traj_file in (f for path in paths for f in trajectory_files(path)):
+        for traj in load_trajectories(traj_file):
             for t, turn in enumerate(traj.turns):
                 if turn.action is None or not turn.observation.get("elements"):
                     continue
@@ -147,12 +164,29 @@ def logged_steps(paths: Sequence[str], goal_fallback: str = "") -> list[tuple[Po
     return out
 
 
+def split_steps(pairs: list, held_out: list, val_fraction: float, seed: int) -> tuple[list, list]:
+    """(train, validation) steps: `held_out` when given (all of `pairs` train), else a seeded random
+    `val_fraction` of `pairs` (at least one step)."""
+    if held_out:
+        if not pairs:
+            raise SystemExit("heads-train: no usable training steps (turns need observation['elements'])")
+        return list(pairs), list(held_out)
+    if len(pairs) < 2:
+        raise SystemExit("heads-train: fewer than 2 usable steps (turns need observation['elements'])")
+    pairs = list(pairs)
+    random.Random(seed).shuffle(pairs)
+    n_val = max(1, int(len(pairs) * val_fraction))
+    return pairs[n_val:], pairs[:n_val]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="webrl heads-train", description=__doc__.split("\n")[0])
     p.add_argument("--generator", required=True, help="generator checkpoint folder (stays frozen)")
     p.add_argument("--data", nargs="*", default=[], help="trajectory files/folders (load_trajectories)")
     p.add_argument("--synthetic", type=int, default=0, help="add N synthetic Set-of-Mark steps")
-    p.add_argument("--val-fraction", type=float, default=0.2)
+    p.add_argument("--val-data", nargs="*", default=[],
+                   help="held-out trajectory files/folders (e.g. test-split demos); replaces the random split")
+    p.add_argument("--val-fraction", type=float, default=0.2, help="held-out share when --val-data is not given")
     p.add_argument("--out", default=None, help="heads folder (default: <generator>-heads)")
     p.add_argument("--layer", type=int, default=-1)
     p.add_argument("--query", default="last+goal")
@@ -176,18 +210,20 @@ def heads_train_main(args: Optional[Sequence[str]] = None) -> dict:
     model, processor = load_model(a.generator)
     policy = GeneratorPolicy(model, processor, GeneratorConfig(
         prompt=PromptConfig(action_format="som", think=False, min_pixels=1024, max_pixels=a.max_pixels)))
-    pairs = logged_steps(a.data) + [(s.request, s.action) for s in make_steps(a.synthetic, seed=a.seed)]
-    if len(pairs) < 2:
-        raise SystemExit("heads-train: fewer than 2 usable steps (turns need observation['elements'])")
-    random.Random(a.seed).shuffle(pairs)
-    n_val = max(1, int(len(pairs) * a.val_fraction))
+    train_pairs, val_pairs = split_steps(logged_steps(a.data) + [(s.request, s.action) for s in
+                                                                  make_steps(a.synthetic, seed=a.seed)],
+                                         logged_steps(a.val_data), a.val_fraction, a.seed)
     t0 = time.perf_counter()
-    val, train = extract(policy, pairs[:n_val], hc), extract(policy, pairs[n_val:], hc)
+    val, train = extract(policy, val_pairs, hc), extract(policy, train_pairs, hc)
     heads, losses = train_heads(train, model.config.text_config.hidden_size, hc,
                                 HeadsTrainConfig(epochs=a.epochs, lr=a.lr, seed=a.seed))
     metrics = {"train": evaluate_heads(heads, train), "val": evaluate_heads(heads, val),
-               "val_chance": chance_levels(pairs[:n_val]), "final_loss": losses[-1],
+               "val_chance": chance_levels(val_pairs), "final_loss": losses[-1],
                "seconds": time.perf_counter() - t0, "config": asdict(hc)}
     out = save_heads(heads, a.out or default_heads_dir(a.generator), a.generator, metrics)
     print(json.dumps({"out": str(out), **metrics}, indent=1))
     return metrics
+
+
+if __name__ == "__main__":
+    heads_train_main()

@@ -57,11 +57,10 @@ def run_webrl(slots, inference, tasks, group_size: int, max_turns: int) -> dict:
 
     coord = RolloutCoordinator(slots, [inference], RolloutConfig(group_size=group_size, max_turns=max_turns,
                                                                  screenshot="som", retry_backoff_s=0.5))
-    busy0 = ray.get(inference.counters.remote())["busy_s"]
+    before = ray.get(inference.counters.remote())
     trajs, stats = coord.collect(tasks)
-    busy = ray.get(inference.counters.remote())["busy_s"] - busy0
     return {"steps": stats.env_steps, "trajectories": len(trajs), "dropped": stats.dropped, "wall": stats.wall_s,
-            "wait_inference_s": stats.inference_time_s, "busy_s": busy}
+            "wait_inference_s": stats.inference_time_s, **_engine_delta(inference, before)}
 
 
 async def _lockstep(slots, inference, tasks, group_size: int, max_turns: int) -> dict:
@@ -119,19 +118,29 @@ def _text_only_but_last(history: list) -> list:
 def run_lockstep(slots, inference, tasks, group_size: int, max_turns: int) -> dict:
     import ray
 
-    busy0 = ray.get(inference.counters.remote())["busy_s"]
+    before = ray.get(inference.counters.remote())
     start = time.monotonic()
     out = asyncio.run(_lockstep(slots, inference, tasks, group_size, max_turns))
     out["wall"] = time.monotonic() - start
-    out["busy_s"] = ray.get(inference.counters.remote())["busy_s"] - busy0
-    return out
+    return {**out, **_engine_delta(inference, before)}
+
+
+def _engine_delta(inference, before: dict) -> dict:
+    """Engine time and mean batch size since the `before` counters."""
+    import ray
+
+    after = ray.get(inference.counters.remote())
+    batches = max(after["batches"] - before["batches"], 1.0)
+    return {"busy_s": after["busy_s"] - before["busy_s"],
+            "mean_batch": (after["decisions"] - before["decisions"]) / batches}
 
 
 def summarize(r: dict, num_slots: int) -> dict:
     wall = max(r["wall"], 1e-9)
     return {"steps_per_s": r["steps"] / wall, "traj_per_min": 60 * r["trajectories"] / wall,
             "browser_waits": r["wait_inference_s"] / (num_slots * wall),
-            "inference_waits": max(0.0, 1 - r["busy_s"] / wall), "dropped": r["dropped"]}
+            "inference_waits": max(0.0, 1 - r["busy_s"] / wall), "dropped": r["dropped"],
+            "mean_batch": r["mean_batch"]}
 
 
 def bench_point(workers: int, contexts: int, inference, args) -> dict:
@@ -170,6 +179,7 @@ def main() -> None:
     parser.add_argument("--waves", type=int, default=2, help="trajectories per env slot in each measured run")
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--viewport", default="640x480")
+    parser.add_argument("--batch-window", type=float, default=0.02, help="InferenceConfig.batch_window_s (webrl mode)")
     args = parser.parse_args()
     grid = FULL_GRID if args.full else DEFAULT_GRID
     if args.grid:
@@ -191,11 +201,11 @@ def main() -> None:
     generator = GeneratorConfig(prompt=PromptConfig(action_format="compact"),
                                 sampling=SamplingConfig(temperature=1.0, max_new_tokens=args.max_new_tokens))
     [inference] = start_inference_workers(GeneratorEngineFactory(model, generator),
-                                          InferenceConfig(batch_window_s=0.02, max_batch_size=16), 1,
+                                          InferenceConfig(batch_window_s=args.batch_window, max_batch_size=16), 1,
                                           cpus_per_worker=0.5)
     print(f"load average at start: {loadavg()}  (cores: {os.cpu_count()})")
     header = (f"{'W':>2} {'C':>2} {'mode':>8} | {'steps/s':>7} {'traj/min':>8} | {'browser waits':>13} "
-              f"{'infer. waits':>12} | {'x steps/s':>9}")
+              f"{'infer. waits':>12} {'batch':>5} | {'x steps/s':>9}")
     print(header + "\n" + "-" * len(header), flush=True)
     started = time.monotonic()
     try:
@@ -205,7 +215,7 @@ def main() -> None:
                 r = row[name]
                 ratio = r["steps_per_s"] / max(row["lockstep"]["steps_per_s"], 1e-9)
                 print(f"{workers:>2} {contexts:>2} {name:>8} | {r['steps_per_s']:7.2f} {r['traj_per_min']:8.1f} | "
-                      f"{100 * r['browser_waits']:12.0f}% {100 * r['inference_waits']:11.0f}% | {ratio:8.2f}x"
+                      f"{100 * r['browser_waits']:12.0f}% {100 * r['inference_waits']:11.0f}% {r['mean_batch']:5.1f} | {ratio:8.2f}x"
                       + (f"  dropped {r['dropped']}" if r["dropped"] else ""), flush=True)
             print(f"   load average: {loadavg()}", flush=True)
     finally:

@@ -100,6 +100,7 @@ class InferenceWorker:
         self.busy_s = 0.0
         """Seconds spent inside `engine.act` (the benchmark's "inference busy" share)."""
         self.decisions = 0
+        self.engine_calls = 0
 
     def act(self, requests: Sequence[PolicyRequest]) -> list[tuple[Decision, int]]:
         """Decide a batch now; each decision paired with the version that made it."""
@@ -107,6 +108,7 @@ class InferenceWorker:
         decisions = self.engine.act(list(requests))
         self.busy_s += time.monotonic() - start
         self.decisions += len(decisions)
+        self.engine_calls += 1
         return [(d, version) for d in decisions]
 
     async def act_one(self, request: PolicyRequest) -> tuple[Decision, int]:
@@ -173,9 +175,9 @@ class InferenceActor:
         return self.worker.version
 
     async def counters(self) -> dict[str, float]:
-        """busy_s (time in the engine), decisions, batches so far."""
+        """busy_s (time in the engine), decisions, batches (engine calls) so far."""
         return {"busy_s": self.worker.busy_s, "decisions": float(self.worker.decisions),
-                "batches": float(len(self.worker.batch_sizes()))}
+                "batches": float(self.worker.engine_calls)}
 
     async def batch_sizes(self) -> list[int]:
         return self.worker.batch_sizes()

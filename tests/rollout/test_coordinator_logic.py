@@ -5,6 +5,7 @@ retries, drops, version stamping and batching exactly; tests/rollout/test_rollou
 the same code over real Ray actors, Chromium and the tiny model.
 """
 import asyncio
+import concurrent.futures
 
 import pytest
 
@@ -105,7 +106,9 @@ def test_collect_works_while_the_thread_already_runs_an_event_loop():
     async def inside_a_loop():
         return coord.collect(_tasks(1))  # synchronous call from inside a running loop
 
-    trajs, stats = asyncio.run(inside_a_loop())
+    # A fresh thread, because this test's own thread may already hold Playwright's loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        trajs, stats = pool.submit(asyncio.run, inside_a_loop()).result()
     assert len(trajs) == 4 and stats.successes == 4 and stats.dropped == 0
 
 

@@ -39,7 +39,7 @@ G=2, 4 turns, 2 trajectories per slot, 16 new tokens, window 20 ms unless noted)
 
 On this CPU-only machine the engine and the browsers share two cores, so the lock-step peer's
 full batches (one forward pass for every env) are as useful as not waiting for the slowest page:
-neither design wins clearly. The per-trajectory loop keeps the engine busier (it idles 14-48%
+neither design wins clearly. With 2+ slots the per-trajectory loop keeps the engine busier (idle 14-48%
 of the time vs 52-67% for lock-step, which waits on the slowest page every turn), but its
 batches are small (1.5-1.9 of 4), which costs CPU per decision; its advantage is meant for a GPU
 engine, where a batch of 1 costs nearly what a batch of 4 does, and for page times that vary

@@ -89,6 +89,7 @@ class _FakeChatServer:
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.browser
+@pytest.mark.timeout(1500)  # three Ray starts
 def test_sft_then_eval_of_its_checkpoint_and_of_an_endpoint(tmp_path, capsys):
     import json
     from pathlib import Path

@@ -61,6 +61,7 @@ def _stop_head(head: subprocess.Popen, temp_dir: str) -> None:
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.browser
+@pytest.mark.timeout(1800)
 def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
     from ray.job_submission import JobStatus, JobSubmissionClient
 

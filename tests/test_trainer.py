@@ -76,6 +76,9 @@ def test_task_sources_file_and_registered_env(tmp_path):
     assert [t.spec.goal for t in draw_tasks(held_out, np.random.default_rng(0), 2, in_order=True)] == ["goal 0", "goal 1"]
     assert {t.spec.goal for t in draw_tasks(train, np.random.default_rng(0), 20)} <= {"goal 0", "goal 1", "goal 2"}
 
+    miniwob = load_config(WebRLConfig, "smoke", ["tasks.source=miniwob", "tasks.miniwob=[click-button]"]).tasks
+    assert draw_tasks(task_sources(miniwob)[0], np.random.default_rng(0), 1)[0].spec.id.startswith("miniwob/click-button")
+
     class OneTask:
         def sample(self, rng):
             return _task("mine", 0, "mine/1")
@@ -98,6 +101,7 @@ def _run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.browser
+@pytest.mark.timeout(1500)  # two full runs (~8 min each on 2 loaded cores)
 def test_smoke_run_checkpoints_resumes_and_writes_the_viewer(run_dir):
     folder = Path(run_dir) / "smoke"
     first = _run(folder)

@@ -43,6 +43,7 @@ def test_resource_request_covers_every_actor_of_the_trial():
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.browser
+@pytest.mark.timeout(1500)  # three trial starts (one restore): ~10 min on 2 loaded cores
 def test_two_trials_two_iterations_and_a_trial_restored_from_its_checkpoint(tmp_path, run_dir):
     import ray
     from ray import tune

@@ -30,9 +30,9 @@ column was added after the first run):
 
     W C  webrl steps/s  lockstep steps/s  ratio  batch webrl/lockstep  load (1 min)
     1 1      0.86            0.99         0.87x        1.0 / 1.0          11   (one slot: batches of 1)
-    1 2      1.19            1.14         1.04x          -              12
-    1 4      1.25            1.17         1.07x          -              17
-    2 2      1.08            1.33         0.81x          -              23
+    1 2      1.19            1.14         1.04x          -                  12
+    1 4      1.25            1.17         1.07x          -                  17
+    2 2      1.08            1.33         0.81x          -                  23
     1 4      0.64            0.62         1.03x        1.5 / 4.0          26   (rerun)
     2 2      0.84            0.67         1.26x        1.5 / 4.0          38   (rerun)
     1 4      0.89            0.56         1.58x        1.7 / 4.0          38   (window 150 ms)

@@ -9,9 +9,13 @@ loss mask are computed (the response); everything else returns 0.
 
 ZeRO-3 notes. The lm_head weight is read outside `lm_head.forward`, so it is registered as an
 external parameter of this module (DeepSpeed then gathers it for our forward / backward).
-Every rank must run the same sequence of module calls, or a parameter all-gather waits
-forever: a micro-batch without images still calls the vision tower, on one dummy image whose
-output enters the result multiplied by 0.
+Every rank must run the same sequence of module calls, forward and backward, or a parameter
+all-gather waits forever (NCCL) or aborts on a size mismatch (gloo): a micro-batch without images
+still calls the vision tower, on one dummy image, at the point where the backbone calls it for
+real images (a forward hook on the token embedding), and its output enters the embeddings
+multiplied by 0. (Run before the backbone instead, the tower came first on one rank and after
+the embedding on another: a 2-rank ZeRO-3 step with a text-only micro-batch on one rank and an
+image micro-batch on the other crashed in its first all-gather.)
 """
 from __future__ import annotations
 
@@ -67,12 +71,16 @@ class PolicyModule(nn.Module):
         """
         config = self.model.config
         backbone = self.model.model
-        dummy = None
+        hook = None
         if pixel_values is None and self.always_run_vision:
-            dummy = self._dummy_vision_output(input_ids.device)
-        out = backbone(input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,
-                       image_grid_thw=image_grid_thw, use_cache=False,
-                       mm_token_type_ids=image_token_type_ids(input_ids, config.image_token_id))
+            hook = backbone.get_input_embeddings().register_forward_hook(self._add_dummy_vision)
+        try:
+            out = backbone(input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,
+                           image_grid_thw=image_grid_thw, use_cache=False,
+                           mm_token_type_ids=image_token_type_ids(input_ids, config.image_token_id))
+        finally:
+            if hook is not None:
+                hook.remove()
         hidden = out.last_hidden_state  # (B, T, H)
         mask = loss_mask[:, 1:].bool()  # (B, T-1): predicting token t from position t-1
         weight = self.model.lm_head.weight  # (V, H)
@@ -80,14 +88,19 @@ class PolicyModule(nn.Module):
                                  mask=mask)  # (B, T-1) each
         zeros = lp.new_zeros((lp.shape[0], 1))
         logprobs, entropy = torch.cat([zeros, lp], dim=1), torch.cat([zeros, ent], dim=1)  # (B, T)
-        if dummy is not None:
-            logprobs = logprobs + 0.0 * dummy
         values = None
         if self.value_head is not None:
             idx = last_prompt_index(loss_mask)  # (B,)
             state = hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]  # (B, H)
             values = self.value_head(state).squeeze(-1).float()  # (B,)
         return logprobs, entropy, values
+
+    def _add_dummy_vision(self, module: nn.Module, args, embeds: Tensor) -> Tensor:
+        """Forward hook on the token embedding (one call per backbone forward): run the dummy
+        vision pass where the backbone runs the real one (right after embedding the tokens) and
+        add it x 0 to the embeddings (where real image features are scattered), so forward and
+        backward visit the modules in the same order as a micro-batch with images."""
+        return embeds + 0.0 * self._dummy_vision_output(embeds.device).to(embeds.dtype)
 
     def _dummy_vision_output(self, device: torch.device) -> Tensor:
         """Sum of the vision tower's outputs (merged tokens and, for Qwen3-VL, deepstack features) on

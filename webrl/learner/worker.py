@@ -329,17 +329,30 @@ class LearnerWorker:
 
     def memory_stats(self) -> dict[str, float]:
         """This rank's memory in MiB: current and peak resident set (CPU), peak allocated (GPU)."""
-        import resource
-
-        stats = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
-        try:
-            with open("/proc/self/statm") as f:
-                stats["rss_mib"] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-        except OSError:
-            pass
+        stats = process_memory_mib()
         if torch.cuda.is_available():
             stats["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
         return stats
+
+
+def process_memory_mib() -> dict[str, float]:
+    """{"rss_mib", "peak_rss_mib"} of this process from /proc/self/status (VmRSS, VmHWM).
+
+    Not getrusage's ru_maxrss: Linux carries that across fork + exec, so a spawned rank would
+    report its parent's size when the parent was larger (every 2-rank row of the step benchmark
+    showed the driver's 760 MiB). VmHWM belongs to the address space, which exec replaces."""
+    stats: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    stats["rss_mib" if key == "VmRSS" else "peak_rss_mib"] = int(value.split()[0]) / 1024.0
+    except OSError:
+        import resource
+
+        stats["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return stats
 
 
 def touch_all_outputs(logprobs: torch.Tensor, entropy: torch.Tensor, values: Optional[torch.Tensor]) -> torch.Tensor:

@@ -118,7 +118,7 @@ def _peer_measure(model_path, samples, steps: int, token_budget: int) -> dict:
     import torch
 
     from webrl.algos import OBJECTIVES, LearnerOutputs, full_batch_scale
-    from webrl.learner import LearnerConfig, collate
+    from webrl.learner import LearnerConfig
     from webrl.learner.batching import pack_micro_batches
     from webrl.learner.samples import scale_batch
     from webrl.learner.worker import _pad_id, process_memory_mib
@@ -129,23 +129,13 @@ def _peer_measure(model_path, samples, steps: int, token_budget: int) -> dict:
     config = LearnerConfig(model_path=model_path)  # only for its defaults: GRPO config, pixel bounds
     model, processor = load_model(model_path, dtype="float32")
     pad_id = _pad_id(processor, model)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR,
+                                  betas=config.optim.betas, eps=config.optim.eps,
+                                  weight_decay=config.optim.weight_decay)  # the learner's (not torch's 0.01)
     micro_batches = pack_micro_batches([s.length for s in samples], token_budget, 64)
-    pixels = (config.image_min_pixels, config.image_max_pixels)
 
     def forward(batch_samples):
-        batch, extras = collate(batch_samples, pad_id, processor, pixels)
-        ids = batch.input_ids  # (B, T)
-        logits = model(input_ids=ids, attention_mask=batch.attention_mask, pixel_values=batch.pixel_values,
-                       image_grid_thw=batch.image_grid_thw,
-                       mm_token_type_ids=(ids == model.config.image_token_id).int()).logits  # (B, T, V)
-        logp = torch.log_softmax(logits[:, :-1].float() / config.temperature, dim=-1)  # (B, T-1, V)
-        token = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
-        entropy = -(logp.exp() * logp).sum(-1)
-        mask = batch.loss_mask[:, 1:]
-        zeros = token.new_zeros((ids.shape[0], 1))
-        token, entropy = torch.cat([zeros, token * mask], 1), torch.cat([zeros, entropy * mask], 1)  # (B, T)
-        return batch, extras, token, entropy
+        return _peer_forward(model, processor, pad_id, config, batch_samples)
 
     with torch.no_grad():  # rollout log-probs = the initial policy's, as in `measure`
         for rows in micro_batches:
@@ -178,6 +168,26 @@ def _peer_measure(model_path, samples, steps: int, token_budget: int) -> dict:
     tokens = sum(s.length for s in samples) * steps
     return {"stage": None, "ranks": 1, "tokens_per_s": tokens / elapsed, "step_ms": 1000 * elapsed / steps,
             "peak_rss_mib": after["peak_rss_mib"], "growth_mib": after["peak_rss_mib"] - before["rss_mib"]}
+
+
+def _peer_forward(model, processor, pad_id: int, config, batch_samples):
+    """TRL-style log-probs: full logits (B, T, V), log_softmax, gather. Returns (batch, extras,
+    logprobs (B, T), entropy (B, T)) aligned with input_ids like `PolicyModule.forward`."""
+    import torch
+
+    from webrl.learner import collate
+
+    batch, extras = collate(batch_samples, pad_id, processor, (config.image_min_pixels, config.image_max_pixels))
+    ids = batch.input_ids  # (B, T)
+    logits = model(input_ids=ids, attention_mask=batch.attention_mask, pixel_values=batch.pixel_values,
+                   image_grid_thw=batch.image_grid_thw,
+                   mm_token_type_ids=(ids == model.config.image_token_id).int()).logits  # (B, T, V)
+    logp = torch.log_softmax(logits[:, :-1].float() / config.temperature, dim=-1)  # (B, T-1, V)
+    token = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    mask = batch.loss_mask[:, 1:]
+    zeros = token.new_zeros((ids.shape[0], 1))
+    return batch, extras, torch.cat([zeros, token * mask], 1), torch.cat([zeros, entropy * mask], 1)
 
 
 def main() -> None:

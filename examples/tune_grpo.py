@@ -51,7 +51,10 @@ def main() -> int:
         "learner.grpo.loss.kl_coef": tune.choice([0.0, 0.01, 0.05]),
         "learner.grpo.loss.clip_eps_high": tune.choice([0.2, 0.28, 0.4]),
     }
-    start_local_ray(os.cpu_count() or 2, str(storage / "ray"))
+    # logical CPUs: room for two trials' bundles (browsers and inference mostly wait on each other)
+    trial_cpus = sum(b["CPU"] for b in WebRLTrainable.default_resource_request(param_space | {
+        "learner.optim.lr": 1e-4, "learner.grpo.loss.kl_coef": 0.0, "learner.grpo.loss.clip_eps_high": 0.28}).bundles)
+    start_local_ray(max(os.cpu_count() or 2, int(2 * trial_cpus)), str(storage / "ray"))
     tuner = tune.Tuner(
         WebRLTrainable, param_space=param_space,
         tune_config=tune.TuneConfig(num_samples=args.samples, metric="reward/mean", mode="max",

@@ -1,14 +1,17 @@
-"""LearnerGroup on Ray with gloo: 2 ranks vs 1 rank (ZeRO 1 and 3), exact resume after a kill,
-object-store weight sync. Every run trains GRPO on one fixed batch of 6 image turns whose
+"""LearnerGroup on Ray with gloo: 2 ranks vs 1 rank (ZeRO 1 and 3), exact resume after a kill
+(inside a placement group handed in from outside, as in a Tune trial), object-store and
+collective-broadcast weight sync. Every run trains GRPO on one fixed batch of 6 image turns whose
 rollout log-probs are the initial policy's (so the first ratio is exactly 1)."""
 import os
 import tempfile
+import threading
 
 import pytest
 import torch
 
 from tests.learner.helpers import learner_config, make_samples, with_rollout_logprobs
-from webrl.learner import LearnerGroup
+from webrl.learner import LearnerGroup, WeightBroadcast
+from webrl.learner.group import free_port
 from webrl.models import load_model
 
 ray = pytest.importorskip("ray")
@@ -92,16 +95,33 @@ def test_zero1_two_ranks_match_one_rank_and_loss_falls(one_rank, zero1_two_ranks
 
 def test_resume_after_kill_gives_the_uninterrupted_step_exactly(ray_cluster, one_rank, zero1_two_ranks,
                                                                 tiny_qwen25vl_path):
+    """Resumed in a 3-bundle placement group handed in from outside (bundle 0 is the trial's own,
+    the learner takes bundles 1 and 2): the ranks run in that group, which outlives the learner."""
+    from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
     samples = one_rank[0]
     _, states, path = zero1_two_ranks
-    group = LearnerGroup(learner_config(tiny_qwen25vl_path, zero_stage=1), 2)
+    config = learner_config(tiny_qwen25vl_path, zero_stage=1)
+    pg = placement_group([{"CPU": 1}] * 3, strategy="PACK")
+    ray.get(pg.ready())
     try:
-        client_state = group.load(path)
-        assert client_state == {"data_cursor": 12} and group.policy_version == 2
-        group.update(samples)  # step k + 1 = 3
-        resumed = group.full_state_dict()
+        with pytest.raises(ValueError, match="bundle_offset 2 with 2 learner ranks"):
+            LearnerGroup(config, 2, placement_group=pg, bundle_offset=2)  # bundles 2, 3: one too many
+        group = LearnerGroup(config, 2, placement_group=pg, bundle_offset=1)
+        try:
+            pg_ids = ray.get([w.__ray_call__.remote(lambda self: ray.get_runtime_context().get_placement_group_id())
+                              for w in group.ranks.workers])
+            assert pg_ids == [pg.id.hex()] * 2
+            assert wait_for_bundles_used(pg, free={0: 1.0}, used=(1, 2))
+            client_state = group.load(path)
+            assert client_state == {"data_cursor": 12} and group.policy_version == 2
+            group.update(samples)  # step k + 1 = 3
+            resumed = group.full_state_dict()
+        finally:
+            group.shutdown()
+        assert placement_group_table(pg)["state"] == "CREATED"  # not the learner's to remove
     finally:
-        group.shutdown()
+        remove_placement_group(pg)
     for name, tensor in states[2].items():
         assert torch.equal(tensor, resumed[name]), name
 
@@ -114,6 +134,7 @@ def test_zero3_two_ranks_match_one_rank_and_weights_gather(ray_cluster, one_rank
     try:
         losses, states = run(group, samples, STEPS)
         update = ray.get(group.get_weights_ref())
+        received, version = broadcast_to_receiver(group, tiny_qwen25vl_path, update.names)
     finally:
         group.shutdown()
     assert losses[-1] < losses[0], losses
@@ -125,3 +146,48 @@ def test_zero3_two_ranks_match_one_rank_and_weights_gather(ray_cluster, one_rank
     assert len(update.names) == len([k for k in states[-1] if not k.endswith("inv_freq")])
     for name, tensor in update.as_dict().items():
         assert torch.equal(tensor, states[-1][name]), name
+    # the collective path (gloo here, NCCL on GPUs): the same tensors, gathered from both shards
+    assert version == STEPS
+    for name, tensor in update.as_dict().items():
+        assert torch.equal(received[name], tensor), name
+
+
+def wait_for_bundles_used(pg, free, used, timeout_s=30.0):
+    """True once Ray reports bundles `used` fully taken and bundles in `free` with that many CPUs
+    left (bundle resources are named CPU_group_<i>_<pg id>; a fully used one is left out of
+    available_resources())."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        avail = ray.available_resources()
+        if (all(avail.get(f"CPU_group_{i}_{pg.id.hex()}") == n for i, n in free.items())
+                and all(avail.get(f"CPU_group_{i}_{pg.id.hex()}", 0.0) == 0 for i in used)):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def broadcast_to_receiver(group, model_path, names):
+    """Learner rank 0 -> one receiver (a plain HF model in this process, group rank 1) over a
+    gloo `WeightBroadcast`; every learner rank takes part in the ZeRO-3 gathers. Returns the
+    receiver's parameters and the version it got."""
+    model, _ = load_model(model_path)
+    host, port = ray.util.get_node_ip_address(), free_port()
+    joined = group.init_weight_broadcast(host, port, 2, backend="gloo")
+    receiver = WeightBroadcast(host, port, 1, 2, backend="gloo", timeout_s=120)
+    ray.get(joined)
+    got, errors = {}, []
+
+    def receive():
+        try:
+            got["version"] = receiver.receive(model, names, expected_version=STEPS)
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    assert group.broadcast_weights() == STEPS
+    thread.join(120)
+    assert not errors and not thread.is_alive(), errors
+    return {k: v.detach().clone() for k, v in model.named_parameters()}, got["version"]

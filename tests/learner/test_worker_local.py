@@ -162,3 +162,16 @@ def test_inference_worker_logprobs_equal_learner_after_set_weights(setup, tiny_q
     learner = group.compute_logprobs([LearnerSample.from_turn(d.to_turn(o)) for o, d in fresh]).logprobs
     for (_, d), lp in zip(fresh, learner):
         torch.testing.assert_close(torch.from_numpy(lp), torch.tensor(d.logprobs), atol=1e-4, rtol=0)
+
+
+def test_save_keeps_the_last_n_step_checkpoints(setup, tmp_path):
+    """keep_last=2 (helpers.learner_config): the third step-N save deletes the oldest; a folder
+    not named step-N is never pruned."""
+    from webrl.learner import list_checkpoints
+
+    group = setup[0]
+    (tmp_path / "best").mkdir()
+    for step in (1, 2, 3):
+        group.save(str(tmp_path / f"step-{step:08d}"))
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002", "step-00000003"]
+    assert not (tmp_path / "step-00000001").exists() and (tmp_path / "best").is_dir()

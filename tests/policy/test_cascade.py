@@ -135,3 +135,12 @@ def test_cascade_config_validation():
         CascadeConfig(threshold=1.5)
     with pytest.raises(ValueError, match="head_turns"):
         CascadeConfig(head_turns="keep")
+
+
+def test_written_text_reads_the_json_string_the_generator_wrote():
+    from webrl.policy.cascade import written_text
+
+    assert written_text('blue mug"}}</tool_call>') == "blue mug"  # up to the closing quote
+    assert written_text(r'say \"hi\""}') == 'say "hi"'  # escaped quotes are part of the text
+    assert written_text("two\nlines") == "two\nlines"  # a raw newline (invalid JSON) is kept, no error
+    assert written_text(r"odd \q") == r"odd \q"  # an invalid escape: the raw text

@@ -11,6 +11,10 @@ Per request (one prefill shared by both paths)::
                         only the text, up to its stop token
     otherwise        -> the generator decodes from the same cache (greedy or sampled as configured)
 
+A WRITE decision whose text breaks the call (a random generator may write a raw newline inside
+the JSON string, or never close it) still executes the heads' kind and element, with the text read
+up to the generator's closing quote (`written_text`); response ids and log-probs stay as sampled.
+
 Confidence: the heads propose the most likely kind among those they can execute ("other" is
 never proposed; its mass only lowers p(kind)), the best target (kinds with an element) and the
 best value (kinds with text); c = product (or min, `confidence`) of those probabilities.
@@ -39,6 +43,8 @@ Formats that cannot express an element action (computer_use) fall back to the ge
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -197,6 +203,28 @@ def propose(heads: DecisionHeads, feats: StepFeatures, observation: MarkedObserv
                     conf, needs_text)
 
 
+def written_text(generated: str) -> str:
+    """The JSON string content the generator wrote after a forced `"text": "` prefix, decoded.
+
+    Read up to the first unescaped quote (or the end); control characters are accepted
+    (json strict=False); undecodable escapes leave the raw text.
+    """
+    i, end = 0, len(generated)
+    while i < len(generated):
+        if generated[i] == "\\":
+            i += 2
+            continue
+        if generated[i] == '"':
+            end = i
+            break
+        i += 1
+    raw = generated[:end]
+    try:
+        return json.loads('"' + raw + '"', strict=False)
+    except ValueError:
+        return raw
+
+
 def _build_action(kind: str, element, text: Optional[str], scroll_amount: Optional[float]) -> Action:
     if kind == "click":
         return Action.click(element.id)
@@ -247,6 +275,10 @@ class CascadePolicy:
                                                    self.generator.stop_ids, s.max_new_tokens)
             text, generated, decided_by = self._decode_text(ids), len(ids), "generator"
         parsed = self.format.parse(text, pre.prompt.geometry)
+        if decided_by == "heads+write" and not isinstance(parsed, Action):
+            # the written text broke the call (a raw newline in the JSON string, no closing quote):
+            # the heads fixed kind and element, the text is what the generator wrote up to its quote
+            parsed = dataclasses.replace(proposal.action, text=written_text(text[len(self._write_prefix(proposal)):]))
         stats = DecisionStats(prompt_tokens=len(pre.input_ids), response_tokens=len(ids),
                               latency_s=time.perf_counter() - t0, history_turns=len(request.history),
                               history_dropped=pre.prompt.history_dropped, images=len(pre.prompt.images),
@@ -260,6 +292,10 @@ class CascadePolicy:
         for tok in STOP_TOKENS[1:]:
             text = text.removesuffix(tok)
         return text
+
+    def _write_prefix(self, proposal: Proposal) -> str:
+        rendered = self.format.render(proposal.action)
+        return rendered[:rendered.index(WRITE_SENTINEL)]
 
     def _heads_path(self, pre: Prefill, proposal: Proposal) -> tuple[list[int], list[float], str, int, str]:
         """(response ids, log-probs, text, generated tokens, finish) of a heads decision."""

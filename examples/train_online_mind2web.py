@@ -4,6 +4,7 @@
     python examples/train_online_mind2web.py --config smoke       # a 2-minute end-to-end check
     python examples/train_online_mind2web.py trainer.iterations=8 rollout.group_size=8
     ray job submit --working-dir . -- python examples/train_online_mind2web.py --config NAME
+    webrl train --config smoke                                    # the same, from the CLI
 
 The embedded default runs on a laptop CPU: local Ray, the project's sandbox websites, a tiny
 Qwen2.5-VL built from a config (random weights, locally trained tokenizer), SFT on oracle

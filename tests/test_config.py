@@ -14,10 +14,22 @@ def test_defaults_preset_and_overrides_layer_in_order(tmp_path):
     assert cfg.model.family == "qwen2.5-vl"  # untouched default
 
 
+# Presets that mark keys required (`???`): the values a user must give.
+REQUIRED = {"online_mind2web_qwen3vl_4b": ["tasks.file=/x.json", "model.path=/m",
+                                          "reward.openai.base_url=http://127.0.0.1:1/v1"]}
+
+
 def test_shipped_presets_all_load():
     assert "default" in list_presets() and "smoke" in list_presets()
     for name in list_presets():
-        assert isinstance(load_config(WebRLConfig, name), WebRLConfig)
+        assert isinstance(load_config(WebRLConfig, name, REQUIRED.get(name, [])), WebRLConfig)
+
+
+def test_recipe_preset_names_every_missing_required_key():
+    with pytest.raises(ConfigError) as e:
+        load_config(WebRLConfig, "online_mind2web_qwen3vl_4b", ["model.path=/m"])
+    assert "tasks.file" in str(e.value) and "reward.openai.base_url" in str(e.value)
+    assert "model.path" not in str(e.value).split("not set")[-1]
 
 
 def test_unknown_key_names_it_and_the_closest_valid_keys():

@@ -17,29 +17,36 @@ Reported per policy: step success (the policy's action equals the oracle's actio
 state), task success (the env's checker), generated tokens per step (tokens the generator
 sampled: 0 for a heads decision, the text only for a WRITE decision), policy wall time per step
 (prefill + heads + decoding; env time excluded), the share of steps the heads decided, steps.
+A WRITE decision may write at most `--max-new-tokens` tokens, the generator's own budget.
 Episodes are capped at `--max-steps` (a random generator never stops by itself).
 
 With an untrained generator the success figures of the generator and of its generator-decided
 steps are meaningless (it does not know the action format); they are reported anyway. The token
 counts are real: they are what the cascade saves whatever the generator's quality.
 
-Measured 2026-11-30 (run 1), shared 2-core CPU, load average 36.6 at the start and 8.3 at the end
-(other jobs: wall times are inflated and not comparable between rows), tiny random-init
-Qwen2.5-VL, `--work` holding 80 train / 40 test episodes (216 / 102 steps, four sites, levels
-0-1), `--test-episodes 8 --max-steps 4 --max-new-tokens 32`. Heads (defaults) held out on the
-102 oracle steps: kind 0.71 (chance 0.39), target 0.37 (chance 0.08), value 0.72.
+Measured 2026-11-30 on the shared 2-core CPU, tiny random-init Qwen2.5-VL, `--work` holding 80
+train / 40 test episodes (216 / 102 steps, four sites, levels 0-1), `--test-episodes 8
+--max-steps 4 --max-new-tokens 32`. Heads (defaults) held out on the 102 test-split oracle
+steps: kind 0.71 (chance 0.39), target 0.37 (chance 0.08), value 0.72, all three 0.51.
+Load average 8.3 at the start, 4.3 at the end (1-minute):
 
     policy          step success  task success  generated tokens/step  s/step  heads share  steps
-    generator       0.00          0.00          30.3                   18.1    0.00         32
-    cascade @0.5    0.08          0.00          19.4                    3.5    0.56         25
-    cascade @0.8    0.04          0.00          22.2                    2.1    0.27         26
-    cascade @0.95   0.00          0.00          27.6                    9.6    0.10         30
+    generator       0.00          0.00          30.9                   0.28    0.00         32
+    cascade @0.5    0.10          0.13          18.3                   0.31    0.57         21
+    cascade @0.8    0.04          0.00          25.6                   0.34    0.20         25
+    cascade @0.95   0.00          0.00          27.3                   0.36    0.15         27
 
-The generator never produces a valid action (success 0 is meaningless, as expected). In live
-episodes the heads agree with the oracle far less than on oracle states (0.08 vs 0.51 for all
-three heads together): after the generator's first invalid step the pages leave the oracle's path
-and the heads' confidence drops. Heads decisions stop episodes earlier (fewer steps). Run 1
-predates the WRITE-text fallback in `webrl.policy.cascade`.
+The generator never produces a valid action: its success figures (and those of the cascade's
+generator-decided steps) are meaningless, as expected of random weights; one cascade@0.5 episode
+succeeded on heads decisions alone. Tokens: at 0.5 the cascade generates 41% fewer tokens; heads
+decisions of kind type/answer with WRITE still let the generator write the text. Wall time per
+step is not lower: on this tiny model a step is dominated by the prefill and the heads' feature
+extraction (tokenizer offsets over a ~1,100-token prompt), not by 30 decoded tokens. In live
+episodes the heads agree with the oracle far less than on oracle states (0.10 vs 0.51): after the
+generator's first invalid step the pages leave the oracle's path and the heads' confidence drops.
+Earlier runs under heavier load (36 -> 8) gave the same picture with noisier wall times
+(generator 18.1 s/step at load 36). Runs differ slightly (e.g. the generator's tokens 30.9 vs
+32.0 in another run at load ~9): page states of a random policy's episodes are not identical.
 """
 from __future__ import annotations
 
@@ -155,7 +162,8 @@ def main(argv=None) -> dict:
         tasks = [source.sample(rng) for _ in range(a.test_episodes)]
         env = WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": "small"}}), session=session)
         try:
-            policies = [("generator", gen)] + [(f"cascade@{th}", CascadePolicy(gen, heads, CascadeConfig(threshold=th)))
+            policies = [("generator", gen)] + [(f"cascade@{th}", CascadePolicy(gen, heads, CascadeConfig(
+                threshold=th, max_text_tokens=a.max_new_tokens)))
                                                for th in a.thresholds]
             for name, policy in policies:
                 report[name] = evaluate(env, tasks, policy, a.max_steps)

@@ -40,8 +40,8 @@ The generator never produces a valid action: its success figures (and those of t
 generator-decided steps) are meaningless, as expected of random weights; one cascade@0.5 episode
 succeeded on heads decisions alone. Tokens: at 0.5 the cascade generates 41% fewer tokens; heads
 decisions of kind type/answer with WRITE still let the generator write the text. Wall time per
-step is not lower: on this tiny model a step is dominated by the prefill and the heads' feature
-extraction (tokenizer offsets over a ~1,100-token prompt), not by 30 decoded tokens. In live
+step is not lower (not profiled; on this tiny model the prefill with all hidden states and the
+heads' feature extraction over a ~1,100-token prompt likely cost more than 30 decoded tokens). In live
 episodes the heads agree with the oracle far less than on oracle states (0.10 vs 0.51): after the
 generator's first invalid step the pages leave the oracle's path and the heads' confidence drops.
 Earlier runs under heavier load (36 -> 8) gave the same picture with noisier wall times

@@ -19,7 +19,10 @@ Entry points: `fit()` (all stages; `webrl train`), `run_sft()` (only the SFT sta
 (a Tune trial's), every actor goes into its own bundle of it (`bundle_layout`): bundle 0 is the
 trial's driver, then the learner ranks, the rollout inference workers, the greedy evaluation
 worker and the env workers. Task draws of iteration i depend only on (seed, i), so a resumed or
-restored run draws what an uninterrupted one would.
+restored run draws what an uninterrupted one would (sync mode). With `rollout.mode=async` an
+`AsyncCollector` keeps collecting while the learner updates (at most `rollout.max_staleness`
+versions behind; the clipped objective's ratio against each turn's stored sampling log-probs
+corrects the lag) and draws tasks on its own thread, so those draws do not replay on resume.
 
 Departures from the OpenWebRL recipe (CPU default only; presets restore the recipe):
 the SFT stage records demonstrations from the sandbox oracles instead of loading 0.4K human
@@ -75,6 +78,7 @@ class Trainer:
         self.inference: list = []
         self.eval_inference: Any = None
         self.last_eval: Optional[tuple[list, list]] = None
+        self.collector: Any = None  # AsyncCollector when rollout.mode == "async"
         self._ray_started = False
 
     # -- entry points ----------------------------------------------------------------------------
@@ -158,8 +162,13 @@ class Trainer:
 
         cfg = self.config
         t0 = time.monotonic()
-        tasks = draw_tasks(self.train_source, _rng(cfg.run.seed, "rl", self.iteration), cfg.tasks.tasks_per_iteration)
-        trajectories, stats = self.coordinator.collect(tasks, self.iteration)
+        if self.collector is not None:  # async: groups collected while the last update ran
+            trajectories, stats = self.collector.next_batch(self.policy_version, cfg.tasks.tasks_per_iteration,
+                                                            self.iteration)
+        else:
+            tasks = draw_tasks(self.train_source, _rng(cfg.run.seed, "rl", self.iteration),
+                               cfg.tasks.tasks_per_iteration)
+            trajectories, stats = self.coordinator.collect(tasks, self.iteration)
         t_collect = time.monotonic() - t0
         staleness = _staleness(trajectories, self.policy_version)
         reward_metrics = self._score(trajectories)
@@ -173,7 +182,7 @@ class Trainer:
                    "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
                    "env_steps_per_s": stats.steps_per_s, "samples": len(samples),
                    "time_collect_s": t_collect, "time_update_s": t_update,
-                   "staleness": staleness}
+                   "staleness": staleness, "stale": stats.stale}
         if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
             metrics.update({f"eval_{k}": v for k, v in self.evaluate(f"iteration {self.iteration}").items()
                             if isinstance(v, float)})
@@ -234,6 +243,8 @@ class Trainer:
         if not cfg.tasks.eval_tasks:
             return {}
         tasks = draw_tasks(self.eval_source, _rng(cfg.run.seed, "eval"), cfg.tasks.eval_tasks, in_order=True)
+        if self.collector is not None:  # evaluation borrows the same env slots
+            self.collector.pause()
         trajectories, _ = self.eval_coordinator.collect(tasks, self.iteration)
         self._score(trajectories)
         self.last_eval = (tasks, trajectories)
@@ -281,6 +292,13 @@ class Trainer:
             self.inference = self._start_inference(cfg.generator, 0, cfg.resources.num_inference_workers)
             self.coordinator = RolloutCoordinator(slots, self.inference, cfg.rollout, on_trajectory=log,
                                                   progress=ProgressBar())
+            if cfg.rollout.mode == "async":  # task draws happen on the collector's own thread and RNG
+                from webrl.rollout import AsyncCollector
+                from webrl.task_sources import draw_tasks
+
+                rng = _rng(cfg.run.seed, "rl", 10**6 + self.iteration)
+                self.collector = AsyncCollector(self.coordinator, lambda: draw_tasks(self.train_source, rng, 1)[0],
+                                                progress=ProgressBar())
 
     def _start_ray(self, ray) -> None:
         cfg = self.config.resources
@@ -420,6 +438,9 @@ class Trainer:
     def close(self) -> None:
         import ray
 
+        if self.collector is not None:
+            self.collector.close()
+            self.collector = None
         for w in self.env_workers:
             try:
                 ray.get(w.close.remote(), timeout=30)

@@ -75,6 +75,7 @@ class AsyncCollector:
         self._ready: collections.deque[list[Trajectory]] = collections.deque()
         self._in_flight = 0
         self._demand = 0  # groups to keep ready-or-running (see module docstring)
+        self._batch_groups = 1  # groups of the latest request (the progress bar's total)
         self._iteration = 0
         self._stats, self._since = RolloutStats(), time.monotonic()
         self._groups_started = 0
@@ -101,7 +102,7 @@ class AsyncCollector:
         stale = 0
         with self._cond:
             self._iteration = iteration
-            self._demand = num_groups
+            self._demand = self._batch_groups = num_groups
             self._notify_loop()
             while len(batch) < num_groups:
                 group = self._wait_for_group(deadline)
@@ -231,7 +232,7 @@ class AsyncCollector:
             self._ready.append(group)
             self._stats.add(stats)
             snapshot = RolloutStats(**{**self._stats.__dict__, "wall_s": time.monotonic() - self._since})
-            total = max(self._demand, 1) * self.config.group_size
+            total = max(snapshot.trajectories, self._batch_groups * self.config.group_size)
             self._cond.notify_all()
         if self.progress:
             self.progress(snapshot, total)

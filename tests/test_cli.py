@@ -121,3 +121,13 @@ def test_sft_then_eval_of_its_checkpoint_and_of_an_endpoint(tmp_path, capsys):
     assert len(server.bodies) == 2 and all(b["temperature"] == 0.0 for b in server.bodies)  # greedy, one turn each
     docs = [json.loads(p.read_text()) for p in (tmp_path / "ep" / "om2w").glob("*/result.json")]
     assert len(docs) == 2 and all(d["action_history"][0]["action"].startswith("TASK_COMPLETE") for d in docs)
+
+
+def test_heads_train_is_a_subcommand_with_clear_errors(tmp_path, capsys):
+    from webrl.cli import main
+
+    with pytest.raises(SystemExit) as e:  # argparse: the required flag is named
+        main(["heads-train"])
+    assert e.value.code == 2 and "--generator" in capsys.readouterr().err
+    assert main(["heads-train", "--generator", str(tmp_path / "gone")]) == 2
+    assert "model folder not found" in capsys.readouterr().err

@@ -63,6 +63,12 @@ COMMANDS: dict[str, Command] = {
                                positional="trajectories"),
 }
 
+# Subcommands with their own argparse interface (their flags are not config keys).
+ARGPARSE_COMMANDS: dict[str, tuple[str, str]] = {
+    "heads-train": ("train decision heads on logged steps with the generator frozen (--generator, --data)",
+                    "webrl.policy.heads_train:heads_train_main"),
+}
+
 
 @dataclass
 class ViewConfig:
@@ -159,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--presets", action="store_true", help="list the shipped presets")
         p.epilog = ("settings: key=value or --key value (see --keys)"
                     + (f"; a bare first argument sets {cmd.positional}" if cmd.positional else ""))
+    for name, (help_text, _) in ARGPARSE_COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
@@ -206,6 +214,16 @@ def _dashed_overrides(extra: list[str], positional: Optional[str] = None) -> lis
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ARGPARSE_COMMANDS:
+        try:
+            _resolve(ARGPARSE_COMMANDS[argv[0]][1])(argv[1:])
+            return 0
+        except (FileNotFoundError, ValueError) as e:  # bad input: say what, no traceback
+            if os.environ.get("WEBRL_DEBUG"):
+                raise
+            print(f"webrl {argv[0]}: error: {e}", file=sys.stderr)
+            return 2
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command:

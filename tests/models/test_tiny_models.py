@@ -148,3 +148,11 @@ def test_load_model_rejects_other_architectures(tmp_path):
         load_model(tmp_path)
     with pytest.raises(ValueError, match="dtype"):
         load_model(tmp_path, dtype="float64")
+
+
+def test_load_model_names_a_missing_folder_or_config(tmp_path):
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(FileNotFoundError, match="model folder not found: .*no-such-model"):
+        load_model(missing)
+    with pytest.raises(FileNotFoundError, match=r"config\.json is missing"):
+        load_model(tmp_path)  # exists, but holds no config.json

@@ -37,6 +37,7 @@ def load_model(name_or_path: str | os.PathLike, dtype: Any = "float32", device: 
     torch_dtype = _torch_dtype(dtype)
     register_processors()
     path = str(name_or_path)
+    _check_local_folder(path)
     config = AutoConfig.from_pretrained(path, **kwargs)
     if config.model_type not in ("qwen2_5_vl", "qwen3_vl"):
         raise ValueError(f"{path}: model_type {config.model_type!r} is not a Qwen2.5-VL / Qwen3-VL model "
@@ -57,3 +58,16 @@ def model_family(model_or_config) -> str:
     if config.model_type not in families:
         raise ValueError(f"not a Qwen-VL model: model_type {config.model_type!r}")
     return families[config.model_type]
+
+
+def _check_local_folder(path: str) -> None:
+    """A path that is meant as a local folder (absolute, relative with ./ or ~, or deeper than a
+    hub id's `owner/name`) must exist and hold config.json; say so instead of a hub error."""
+    local = os.path.isabs(path) or path.startswith((".", "~")) or path.count("/") > 1 or os.path.exists(path)
+    if not local:
+        return
+    folder = os.path.expanduser(path)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"model folder not found: {path}")
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        raise FileNotFoundError(f"{os.path.join(path, 'config.json')} is missing: not a Hugging Face model folder")

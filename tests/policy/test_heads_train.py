@@ -117,7 +117,7 @@ def test_heads_beat_chance_on_held_out_sandbox_steps(tiny_qwen25vl_path, sandbox
     steadier kind head than the last layer (0.61-0.63 vs 0.53-0.63, chance 0.41). Hence
     --layer 1 --target-features text here. Measured with these settings (136 train / 49 held-out
     steps): kind 0.69 vs chance 0.41, target 0.45 vs chance 0.08. 526 s at load average 15-35
-    (recording 66 episodes is most of it; about 3 minutes on an idle 2-core machine).
+    (recording 66 episodes is most of it); 157 s (122 s recording) at load average about 2.
     """
     from webrl.policy.heads_train import logged_steps
 

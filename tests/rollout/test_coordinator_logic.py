@@ -96,6 +96,8 @@ def test_groups_come_back_complete_and_scored():
         assert [turn.action.kind for turn in t.turns] == ["click", "click", "stop"]
         assert t.reward == 1.0 and all(turn.policy_version == 3 for turn in t.turns)
         assert t.turns[0].observation["action_bbox"] == [1, 2, 3, 4]
+        # the policy saw the Set-of-Mark boxes (cascade heads need them) and the log keeps them
+        assert list(t.turns[0].observation["elements"][0]["bbox"]) == [1.0, 2.0, 3.0, 4.0]
     assert stats.env_steps == 36 and stats.successes == 12
 
 

@@ -268,10 +268,21 @@ class RolloutCoordinator:
         return traj
 
     def _observation(self, result: Any) -> Observation:
-        """The policy's view of an EnvWorker result (screenshot arrives as PNG bytes)."""
+        """The policy's view of an EnvWorker result (screenshot arrives as PNG bytes).
+
+        With Set-of-Mark elements in `info` it is a `MarkedObservation` (an `Observation` plus
+        the boxes), so a cascade policy's heads can decide in rollouts and the trajectory log
+        keeps the boxes for `webrl heads-train`; plain generator policies ignore them.
+        """
         obs, info = result.observation, result.info
         text_only = {k: v for k, v in obs.items() if k != "screenshot"}
-        observation = Observation.from_env(text_only, {}, screenshot="none")
+        if info.get("elements"):
+            from webrl.policy.head_features import MarkedObservation
+
+            observation: Observation = MarkedObservation.from_env(text_only, {"elements": info["elements"]},
+                                                                  screenshot="none")
+        else:
+            observation = Observation.from_env(text_only, {}, screenshot="none")
         mode = self.config.screenshot
         png = info.get("raw_screenshot_png") if mode == "raw" else None
         png = png or (obs.get("screenshot") if mode != "none" else None)

@@ -129,5 +129,14 @@ def test_heads_train_is_a_subcommand_with_clear_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:  # argparse: the required flag is named
         main(["heads-train"])
     assert e.value.code == 2 and "--generator" in capsys.readouterr().err
-    assert main(["heads-train", "--generator", str(tmp_path / "gone")]) == 2
+    assert main(["heads-train", "--generator", str(tmp_path / "gone")]) == 1  # bad input, as `train`
     assert "model folder not found" in capsys.readouterr().err
+
+
+def test_train_names_a_missing_heads_folder_before_starting_anything(tmp_path, capsys):
+    from webrl.cli import main
+
+    rc = main(["train", "--config", "smoke", f"cascade.heads_dir={tmp_path / 'no-heads'}",
+               f"run.run_dir={tmp_path / 'run'}"])
+    assert rc == 1 and "cascade.heads_dir" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             if os.environ.get("WEBRL_DEBUG"):
                 raise
             print(f"webrl {argv[0]}: error: {e}", file=sys.stderr)
-            return 2
+            return 1
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command:

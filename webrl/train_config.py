@@ -14,6 +14,7 @@ from webrl.config import ConfigError, ModelConfig, RunConfig
 from webrl.envs.worker import EnvWorkerConfig
 from webrl.learner.config import LearnerConfig
 from webrl.policy import GeneratorConfig
+from webrl.policy.cascade import CascadeConfig
 from webrl.reward import RewardConfig
 from webrl.rollout import InferenceConfig, RolloutConfig
 
@@ -192,6 +193,18 @@ def _default_learner() -> LearnerConfig:
 
 
 @dataclass
+class RolloutCascadeConfig(CascadeConfig):
+    """Decision-heads cascade for RL rollouts (webrl.policy.cascade); off while heads_dir is empty.
+
+    Only the rollout inference workers wrap the generator; greedy evaluation stays the plain
+    generator, so before/after figures measure the policy being trained.
+    """
+
+    heads_dir: str = ""
+    """Heads folder written by `webrl heads-train`; empty = no cascade (the generator decides every turn)."""
+
+
+@dataclass
 class WebRLConfig:
     """The whole run; each component receives only its own section."""
 
@@ -217,6 +230,8 @@ class WebRLConfig:
     """Prompting and sampling of the rollout policy."""
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     """Dynamic batching of inference requests."""
+    cascade: RolloutCascadeConfig = field(default_factory=RolloutCascadeConfig)
+    """Optional decision-heads cascade in rollouts (threshold, head_turns, heads_dir)."""
     learner: LearnerConfig = field(default_factory=_default_learner)
     """RL learner (objective grpo or ppo, DeepSpeed ZeRO stage, optimizer, batching)."""
     reward: RewardConfig = field(default_factory=lambda: RewardConfig(kind="programmatic"))

@@ -70,6 +70,10 @@ class Trainer:
         self.config = config
         self.run_dir = _resolve_run_dir(config)
         self.placement_group = placement_group
+        heads_dir = config.cascade.heads_dir
+        if heads_dir and not (Path(heads_dir) / "heads_config.json").is_file():  # fail before Ray starts
+            raise FileNotFoundError(f"cascade.heads_dir={heads_dir}: no heads_config.json there "
+                                    f"(write heads with `webrl heads-train`)")
         self.layout = bundle_layout(config.resources)
         self.iteration = 0
         self.history: list[dict[str, Any]] = []
@@ -289,7 +293,8 @@ class Trainer:
         self.eval_coordinator = RolloutCoordinator(slots, [self.eval_inference], eval_rollout,
                                                    on_trajectory=None if rollout else log, progress=ProgressBar())
         if rollout:
-            self.inference = self._start_inference(cfg.generator, 0, cfg.resources.num_inference_workers)
+            self.inference = self._start_inference(cfg.generator, 0, cfg.resources.num_inference_workers,
+                                                   cascade=cfg.cascade)
             self.coordinator = RolloutCoordinator(slots, self.inference, cfg.rollout, on_trajectory=log,
                                                   progress=ProgressBar())
             if cfg.rollout.mode == "async":  # task draws happen on the collector's own thread and RNG
@@ -325,7 +330,8 @@ class Trainer:
         return start_env_workers(self.config.env, res.num_env_workers, cpus_per_worker=res.cpus_per_env_worker,
                                  placement_group=self.placement_group, bundle_offset=self.layout.env)
 
-    def _start_inference(self, generator, index: int, count: int = 1, endpoint: bool = False) -> list:
+    def _start_inference(self, generator, index: int, count: int = 1, endpoint: bool = False,
+                         cascade: Any = None) -> list:
         """`count` inference workers from bundle inference + index on; `endpoint`: eval.endpoint's engine."""
         from webrl.evaluation import EndpointEngineFactory, endpoint_config
         from webrl.rollout.engines import GeneratorEngineFactory
@@ -336,7 +342,8 @@ class Trainer:
             factory: Any = EndpointEngineFactory(endpoint_config(self.config))
         else:
             factory = GeneratorEngineFactory(self.model_path, generator, dtype=self.config.model.dtype,
-                                             device="cuda" if res.gpus_per_inference_worker else None)
+                                             device="cuda" if res.gpus_per_inference_worker else None,
+                                             cascade=cascade)
         return start_inference_workers(factory, self.config.inference, count, cpus_per_worker=res.cpus_per_inference_worker,
                                        gpus_per_worker=0.0 if endpoint else res.gpus_per_inference_worker,
                                        placement_group=self.placement_group, bundle_offset=self.layout.inference + index)

@@ -13,10 +13,12 @@ from webrl.policy.types import Decision, PolicyRequest
 
 
 class GeneratorEngine:
-    """A `GeneratorPolicy` whose weights can be replaced in place (only the given tensors)."""
+    """A `GeneratorPolicy` (or a wrapper of one, e.g. the heads cascade) whose generator weights
+    can be replaced in place (only the given tensors)."""
 
-    def __init__(self, policy: GeneratorPolicy):
+    def __init__(self, policy: Any, model: Any = None):
         self.policy = policy
+        self.model = model if model is not None else policy.model
 
     def act(self, requests: Sequence[PolicyRequest]) -> list[Decision]:
         return self.policy.act(requests)
@@ -24,7 +26,7 @@ class GeneratorEngine:
     def load_weights(self, weights: Mapping[str, Any]) -> None:
         import torch
 
-        params = dict(self.policy.model.named_parameters())
+        params = dict(self.model.named_parameters())
         unknown = [k for k in weights if k not in params]
         if unknown:
             raise KeyError(f"weights name {len(unknown)} parameters the model does not have, e.g. {unknown[:3]}")
@@ -42,6 +44,9 @@ class GeneratorEngineFactory:
     dtype: str = "float32"
     device: Optional[str] = None
     torch_threads: int = 1
+    cascade: Any = None
+    """A config with `heads_dir` (RolloutCascadeConfig): when heads_dir is set, the generator is
+    wrapped in a CascadePolicy with those heads (they stay fixed; only generator weights sync)."""
 
     def __call__(self) -> GeneratorEngine:
         import torch
@@ -51,4 +56,10 @@ class GeneratorEngineFactory:
         if self.torch_threads:
             torch.set_num_threads(self.torch_threads)
         model, processor = load_model(self.path, dtype=self.dtype, device=self.device)
-        return GeneratorEngine(GeneratorPolicy(model, processor, self.generator))
+        policy = GeneratorPolicy(model, processor, self.generator)
+        if self.cascade is not None and self.cascade.heads_dir:
+            from webrl.policy.cascade import CascadePolicy
+            from webrl.policy.heads import load_heads
+
+            return GeneratorEngine(CascadePolicy(policy, load_heads(self.cascade.heads_dir), self.cascade), model)
+        return GeneratorEngine(policy)

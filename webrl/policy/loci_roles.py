@@ -1,0 +1,134 @@
+"""LOCI roles (Locator, Critic, answerer) from a local Qwen-VL model or an OpenAI-compatible URL, and VQA mode.
+
+A role is `role(system, user, images) -> text` (`webrl.policy.loci.Role`):
+- `ModelRole`: the wrapped `GeneratorPolicy`'s model and processor with the role's prompt; greedy
+  decoding (roles judge, they are not trained here), vision placeholders suppressed as in the
+  generator; images sent before the user text, each resized by the processor within
+  [min_pixels, max_pixels].
+- `EndpointRole`: one chat-completions call (images as PNG data URLs via `openai_messages`),
+  temperature 0. Transport errors raise; the LOCI loop counts them as parse failures.
+
+`loci_answer` is the standalone VQA mode: evidence search, then one answerer call with the whole
+image followed by the accepted crops (several images in one prompt; no composite needed).
+With `use_loci=False` it is the plain baseline: one answerer call on the whole image.
+"""
+from __future__ import annotations
+
+import json
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from webrl.policy.loci import Evidence, LociConfig, Role, gather_evidence, render_role_prompt
+from webrl.policy.prompt import VISION_PLACEHOLDER, Message
+from webrl.types import Image
+
+
+class ModelRole:
+    """A role played by a local Qwen-VL model (e.g. `GeneratorPolicy.model` / `.processor`)."""
+
+    def __init__(self, model, processor, max_new_tokens: int = 128, min_pixels: int = 1024,
+                 max_pixels: int = 1024 * 28 * 28):
+        self.model, self.processor = model, processor
+        self.max_new_tokens, self.min_pixels, self.max_pixels = max_new_tokens, min_pixels, max_pixels
+        vocab = processor.tokenizer.get_vocab()
+        self.stop_ids = [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
+        self.suppress_ids = [vocab[t] for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>",
+                                                "<|vision_end|>") if t in vocab]
+
+    @classmethod
+    def from_generator(cls, generator, **kw) -> "ModelRole":
+        cfg = generator.config.prompt
+        kw.setdefault("min_pixels", cfg.min_pixels)
+        kw.setdefault("max_pixels", cfg.max_pixels)
+        return cls(generator.model, generator.processor, **kw)
+
+    def __call__(self, system: str, user: str, images: Sequence[Image]) -> str:
+        import torch
+
+        text = (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n"
+                f"{VISION_PLACEHOLDER * len(images)}{user}<|im_end|>\n<|im_start|>assistant\n")
+        kwargs = dict(text=[text], return_tensors="pt")
+        if images:
+            kwargs.update(images=[im.to_pil() for im in images],
+                          size={"shortest_edge": self.min_pixels, "longest_edge": self.max_pixels})
+        batch = self.processor(**kwargs).to(self.model.device)
+        with torch.no_grad():
+            out = self.model.generate(**batch, max_new_tokens=self.max_new_tokens, do_sample=False,
+                                      temperature=None, top_p=None, top_k=None, repetition_penalty=1.0,
+                                      eos_token_id=self.stop_ids, pad_token_id=self.stop_ids[-1],
+                                      suppress_tokens=self.suppress_ids or None)
+        new = out[0, batch["input_ids"].shape[1]:].tolist()
+        return self.processor.tokenizer.decode(new, skip_special_tokens=True)
+
+
+@dataclass
+class EndpointRole:
+    """A role played by a model behind an OpenAI-compatible /v1/chat/completions URL."""
+
+    base_url: str
+    model: str = "default"
+    api_key: str = "EMPTY"
+    timeout_s: float = 120.0
+    max_tokens: int = 256
+
+    def __call__(self, system: str, user: str, images: Sequence[Image]) -> str:
+        from webrl.policy.endpoint import openai_messages
+
+        messages = openai_messages([Message("system", [system]), Message("user", [*images, user])])
+        body = {"model": self.model, "messages": messages, "max_tokens": self.max_tokens, "temperature": 0.0}
+        req = urllib.request.Request(self.base_url.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": f"Bearer {self.api_key}"})
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            return json.loads(resp.read())["choices"][0]["message"].get("content") or ""
+
+
+def make_role(source: str, generator=None, model_name: str = "default", **kw) -> Role:
+    """"policy" -> `ModelRole` over `generator`'s model; an http(s) URL -> `EndpointRole`."""
+    if source == "policy":
+        if generator is None:
+            raise ValueError("role source 'policy' needs a GeneratorPolicy (generator=...)")
+        return ModelRole.from_generator(generator, **kw)
+    return EndpointRole(source, model=model_name, **kw)
+
+
+def make_roles(config: LociConfig, generator=None, model_name: str = "default", **kw) -> tuple[Role, Role]:
+    """(locator, critic) from `config.locator` / `config.critic`."""
+    return (make_role(config.locator, generator, model_name, **kw),
+            make_role(config.critic, generator, model_name, **kw))
+
+
+@dataclass
+class VqaResult:
+    """An answer with the evidence behind it; `calls` counts every role call (answerer included)."""
+
+    answer: str
+    evidence: Evidence = field(default_factory=Evidence)
+    answer_error: str = ""
+
+    @property
+    def calls(self) -> int:
+        return self.evidence.stats.calls + 1
+
+
+def loci_answer(image: Image, question: str, answerer: Role, locator: Optional[Role] = None,
+                critic: Optional[Role] = None, config: Optional[LociConfig] = None,
+                use_loci: bool = True) -> VqaResult:
+    """Answer `question` about a (high-resolution) image, with LOCI evidence unless `use_loci` is False."""
+    config = config or LociConfig()
+    ev = Evidence()
+    if use_loci:
+        if locator is None or critic is None:
+            raise ValueError("loci_answer with use_loci=True needs locator and critic roles")
+        try:
+            ev = gather_evidence(image, question, locator, critic, config)
+        except Exception as e:  # evidence is optional: answer from the whole image
+            ev.stats.error = f"{type(e).__name__}: {e}"
+    note = (f"{len(ev.crops)} enlarged crop(s) follow the whole image, at pixels "
+            + "; ".join(str(list(c.box)) for c in ev.crops) + ".") if ev.crops else "Only the whole image is given."
+    system, user = render_role_prompt("answer", config.prompt_version, question=question, evidence=note)
+    try:
+        return VqaResult(answerer(system, user, [image, *[c.image for c in ev.crops]]).strip(), ev)
+    except Exception as e:
+        return VqaResult("", ev, answer_error=f"{type(e).__name__}: {e}")

@@ -182,7 +182,15 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 
 def field_docs(schema: type) -> dict[str, str]:
-    """The docstring under each field of a config dataclass, keyed by field name."""
+    """The docstring under each field of a config dataclass (inherited fields included), by name."""
+    docs: dict[str, str] = {}
+    for cls in reversed(schema.__mro__):
+        if dataclasses.is_dataclass(cls):
+            docs.update(_own_field_docs(cls))
+    return docs
+
+
+def _own_field_docs(schema: type) -> dict[str, str]:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(schema)))
     except (OSError, TypeError):

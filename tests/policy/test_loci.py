@@ -10,7 +10,7 @@ from webrl.policy.generator import SamplingConfig
 from webrl.policy.loci import (LociConfig, LociPolicy, gather_evidence, map_action, parse_critic, parse_locator)
 from webrl.policy.loci_geometry import (box_to_pixels, clamp_box, composite_layout, crop_box_to_full, crop_to_full,
                                         full_to_crop, render_composite, upscaled_size)
-from webrl.policy.loci_roles import ModelRole, loci_answer
+from webrl.policy.loci_roles import ModelRole, loci_answer, loci_policy
 from webrl.policy.loci_synthetic import SyntheticVqaConfig, is_correct, make_vqa_item
 from webrl.policy.types import Decision, Observation, PolicyRequest
 from webrl.types import Image
@@ -217,7 +217,8 @@ def test_end_to_end_tiny_model_roles_on_a_vqa_item(tiny_generator):
     item = make_vqa_item(0, SyntheticVqaConfig(width=400, height=300, clutter=20))
     role = ModelRole.from_generator(tiny_generator, max_new_tokens=8)
     cfg = LociConfig(max_rounds=2, **SMALL)
-    pol = LociPolicy(tiny_generator, cfg, role, role)
+    pol = loci_policy(tiny_generator, cfg, max_new_tokens=8)  # role source "policy": the generator's model
+    assert isinstance(pol.locator, ModelRole) and pol.locator.model is tiny_generator.model
     (d,) = pol.act([PolicyRequest(Observation(goal=item.question, screenshot=item.image))])
     assert isinstance(d, Decision) and d.response_ids and d.loci.rounds == 2
     assert d.loci.locator_calls == 4 and d.loci.locator_parse_failures == 4 and d.loci.error == ""
@@ -241,7 +242,9 @@ def test_composes_with_the_cascade(tiny_qwen25vl_path):
     (d,) = LociPolicy(cascade, LociConfig(**SMALL), loc, cri).act([req])
     assert isinstance(d, CascadeDecision) and d.decided_by in ("heads", "heads+write")
     assert d.loci.crops_accepted == 1 and d.images[-1].size[0] > req.observation.screenshot.size[0]
-    assert d.action is not None and d.action.element in {e.id for e in req.observation.elements}
+    # the heads' proposal is executed as is (element ids need no mapping)
+    assert d.action is not None and (d.action.kind, d.action.element) == (d.proposal.kind, d.proposal.element)
+    assert d.action.element is None or d.action.element in {e.id for e in req.observation.elements}
 
 
 def test_endpoint_roles_against_a_local_server():
@@ -282,3 +285,43 @@ def test_endpoint_roles_against_a_local_server():
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.timeout(600)
+def test_sandbox_episode_through_webenv(tiny_qwen25vl_path, browser_session):
+    """LociPolicy(CascadePolicy) steps a sandbox task in WebEnv: scripted roles accept a crop, then tiny-model roles."""
+    import numpy as np
+
+    from webrl.envs import WebEnv, WebEnvConfig
+    from webrl.envs.sites.source import SandboxTaskSource
+    from webrl.policy.cascade import CascadeConfig, CascadePolicy
+    from webrl.policy.head_features import MarkedObservation
+    from webrl.policy.heads import DecisionHeads, HeadsConfig
+
+    gen = policy(tiny_qwen25vl_path, sampling=SamplingConfig(greedy=True, max_new_tokens=6), action_format="som",
+                 think=False)
+    cascade = CascadePolicy(gen, DecisionHeads(gen.model.config.text_config.hidden_size, HeadsConfig()),
+                            CascadeConfig(threshold=0.0))
+    tiny_role = ModelRole.from_generator(gen, max_new_tokens=8)
+    wrappers = [LociPolicy(cascade, LociConfig(**SMALL), Scripted({"boxes": [[0, 0, 500, 300]]}),
+                           Scripted(critic_says(sufficient=True))),
+                LociPolicy(cascade, LociConfig(max_rounds=1, **SMALL), tiny_role, tiny_role)]
+    task = SandboxTaskSource(sites=("shop",), levels=(1,), split="test").sample(np.random.default_rng(0))
+    env = WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": "small"}}), session=browser_session)
+    try:
+        obs, info = env.reset(options={"task": task})
+        history = []
+        for wrapper in wrappers:
+            observation = MarkedObservation.from_env(obs, info)
+            d = wrapper.act([PolicyRequest(observation, list(history))])[0]
+            assert d.action is not None and d.loci.error == ""
+            history.append(d.to_turn(observation))
+            obs, reward, terminated, truncated, info = env.step(d.action)
+            if terminated or truncated:
+                break
+        assert wrappers[0].last_stats[0].crops_accepted == 1
+        assert history[0].images[-1].size[0] > observation.screenshot.size[0]  # the composite was seen
+    finally:
+        env.close()

@@ -26,6 +26,12 @@ coordinates of the inner decision's `Action` (x, y, to_x, to_y, in composite pix
 back to full-screenshot pixels; element-id actions pass unchanged. The recorded turn keeps the
 composite image and the response text as the inner model wrote them (what it saw and sampled).
 Requests without a screenshot, or with no accepted crop, go to the inner policy unchanged.
+Cost of the composite: the inner policy's own smart_resize budget (max_pixels) now covers
+(W + P) x H, so the original gets fewer pixels than without LOCI (P = W/2 by default: 2/3 of
+the area), traded for enlarged evidence; `panel_fraction` sets the split. Set-of-Mark element
+boxes stay valid because the original keeps scale 1 at the origin (this is why LociPolicy wraps
+the cascade, `LociPolicy(CascadePolicy(...))`; the reverse cannot work, the cascade needs a
+`GeneratorPolicy` inside). Role calls are sequential, one request at a time.
 
 Departures (no paper text or code is public; REFERENCE.md quotes only the abstract): the JSON
 formats, prompts (webrl/prompts/loci_*_v1.txt), crops being accumulated over rounds, the
@@ -242,11 +248,10 @@ def _feedback(missing: str, tried: Sequence[IntBox], width: int, height: int, sp
     if not tried and not missing:
         return "This is the first search round."
     lines = [f"The Critic says this is still missing: {missing}" if missing else "The Critic found the evidence insufficient."]
-    if tried:
-        as_space = [box for box in tried] if space == "pixels" else [
-            [round(b[0] * 1000 / width), round(b[1] * 1000 / height), round(b[2] * 1000 / width),
-             round(b[3] * 1000 / height)] for b in tried]
-        lines.append("Regions already looked at (do not repeat them): " + json.dumps([list(b) for b in as_space]))
+    if tried:  # in the Locator's own coordinate space
+        sx, sy = (1.0, 1.0) if space == "pixels" else (1000 / width, 1000 / height)
+        as_space = [[round(b[0] * sx), round(b[1] * sy), round(b[2] * sx), round(b[3] * sy)] for b in tried]
+        lines.append("Regions already looked at (do not repeat them): " + json.dumps(as_space))
     return "\n".join(lines)
 
 

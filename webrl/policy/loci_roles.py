@@ -99,6 +99,18 @@ def make_roles(config: LociConfig, generator=None, model_name: str = "default", 
             make_role(config.critic, generator, model_name, **kw))
 
 
+def loci_policy(inner, config: Optional[LociConfig] = None, generator=None, model_name: str = "default", **kw):
+    """`LociPolicy` around `inner` with roles from `config`; "policy" roles use `generator`, else the
+    inner policy's own model (`inner.generator` for a cascade, `inner` for a `GeneratorPolicy`)."""
+    from webrl.policy.loci import LociPolicy
+
+    config = config or LociConfig()
+    if generator is None and "policy" in (config.locator, config.critic):
+        generator = getattr(inner, "generator", None) or (inner if hasattr(inner, "processor") else None)
+    locator, critic = make_roles(config, generator, model_name, **kw)
+    return LociPolicy(inner, config, locator, critic)
+
+
 @dataclass
 class VqaResult:
     """An answer with the evidence behind it; `calls` counts every role call (answerer included)."""

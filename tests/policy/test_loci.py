@@ -325,3 +325,16 @@ def test_sandbox_episode_through_webenv(tiny_qwen25vl_path, browser_session):
         assert history[0].images[-1].size[0] > observation.screenshot.size[0]  # the composite was seen
     finally:
         env.close()
+
+
+def test_nothing_escapes_the_wrapper_or_the_vqa_mode():
+    """An unreadable screenshot: the search fails, the error is recorded, the inner policy still decides."""
+    broken = Observation(goal="g", screenshot=Image(b"not a png"))
+    inner = Inner(Action.click_at(1, 2))
+    (d,) = LociPolicy(inner, LociConfig(**SMALL), Scripted({"boxes": []}), Scripted(critic_says())).act(
+        [PolicyRequest(broken)])
+    assert d.loci.error and (d.action.x, d.action.y) == (1, 2) and inner.seen[0].observation is broken
+    res = loci_answer(_image(), "q", Scripted(RuntimeError("down")), Scripted({"boxes": []}), Scripted(critic_says()),
+                      LociConfig(max_rounds=2, **SMALL))
+    # an empty box list parses: 2 rounds x 1 Locator call, no Critic call; the answerer error is recorded
+    assert res.answer == "" and "down" in res.answer_error and res.evidence.stats.calls == 2

@@ -144,3 +144,20 @@ def test_written_text_reads_the_json_string_the_generator_wrote():
     assert written_text(r'say \"hi\""}') == 'say "hi"'  # escaped quotes are part of the text
     assert written_text("two\nlines") == "two\nlines"  # a raw newline (invalid JSON) is kept, no error
     assert written_text(r"odd \q") == r"odd \q"  # an invalid escape: the raw text
+
+
+def test_decoding_never_picks_suppressed_ids_and_reports_raw_logprobs(tiny_qwen25vl_path, requests):
+    pol = _policy(tiny_qwen25vl_path)
+    s = pol.config.sampling
+    free = decode_from_cache(pol.model, prefill(pol, requests[0]).cache, prefill(pol, requests[0]).last_logits,
+                             s, pol.stop_ids, 4)[0]
+    banned = [free[0], *pol.suppress_ids]  # forbid what greedy would pick first, plus the vision tokens
+    pre = prefill(pol, requests[0])
+    ids, logps, _ = decode_from_cache(pol.model, pre.cache, pre.last_logits, s, pol.stop_ids, 4, banned)
+    assert not set(ids) & set(banned)
+    # the first pick is the best token among the allowed ones; its log-prob is under the raw logits
+    raw = pre.last_logits.float()
+    allowed = raw.clone()
+    allowed[banned] = float("-inf")
+    assert ids[0] == int(allowed.argmax())
+    assert logps[0] == pytest.approx(float(torch.log_softmax(raw, -1)[ids[0]]), abs=1e-5)

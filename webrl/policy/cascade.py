@@ -136,15 +136,20 @@ def pick_token(logits: torch.Tensor, sampling: SamplingConfig) -> int:
 
 
 def decode_from_cache(model, cache, first_logits: torch.Tensor, sampling: SamplingConfig,
-                      stop_ids: Sequence[int], max_new_tokens: int) -> tuple[list[int], list[float], str]:
+                      stop_ids: Sequence[int], max_new_tokens: int,
+                      suppress_ids: Sequence[int] = ()) -> tuple[list[int], list[float], str]:
     """Continue from a prefilled cache: (ids, log-probs under softmax(logits / T), finish reason).
 
     T = 1 for greedy (as `GeneratorPolicy` reports). Stops after the first stop id.
+    suppress_ids are never picked (the vision placeholders, as `GeneratorPolicy` suppresses them:
+    one sampled `<|image_pad|>` would break the learner's image-token count); log-probs are of
+    the raw logits, as `GeneratorPolicy` reports them.
     """
     temperature = 1.0 if sampling.greedy else sampling.temperature
     ids, logps, logits = [], [], first_logits
+    suppress = torch.tensor(list(suppress_ids), dtype=torch.long)
     for _ in range(max_new_tokens):
-        token = pick_token(logits, sampling)
+        token = pick_token(logits.index_fill(-1, suppress, float("-inf")) if len(suppress) else logits, sampling)
         ids.append(token)
         logps.append(float(torch.log_softmax(logits / temperature, -1)[token]))
         if token in stop_ids:
@@ -272,7 +277,8 @@ class CascadePolicy:
         else:
             s = self.generator.config.sampling
             ids, logps, finish = decode_from_cache(self.generator.model, pre.cache, pre.last_logits, s,
-                                                   self.generator.stop_ids, s.max_new_tokens)
+                                                   self.generator.stop_ids, s.max_new_tokens,
+                                                   self.generator.suppress_ids)
             text, generated, decided_by = self._decode_text(ids), len(ids), "generator"
         parsed = self.format.parse(text, pre.prompt.geometry)
         if decided_by == "heads+write" and not isinstance(parsed, Action):
@@ -309,7 +315,7 @@ class CascadePolicy:
         if proposal.needs_text:  # forced prefix through the cache, then the generator writes the text
             logps, next_logits = forced_logprobs(model, pre.cache, pre.last_logits, forced, temperature)
             generated, gen_logps, finish = decode_from_cache(model, pre.cache, next_logits, s, self.generator.stop_ids,
-                                                             self.config.max_text_tokens)
+                                                             self.config.max_text_tokens, self.generator.suppress_ids)
             ids, logps = forced + generated, logps + gen_logps
             text = prefix + self._decode_text(generated)
         else:

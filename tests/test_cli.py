@@ -1,6 +1,8 @@
 """The CLI: one config mechanism for every subcommand, errors that name the key."""
 import pytest
 
+from tests.chat_stub import chat_reply, chat_server
+
 from webrl.cli import COMMANDS, _dashed_overrides, main
 
 
@@ -54,36 +56,7 @@ def test_recipe_preset_names_its_required_keys(capsys):
     assert "model.path" in err and "reward.openai.base_url" in err and "tasks.file," not in err
 
 
-class _FakeChatServer:
-    """An OpenAI-compatible /v1/chat/completions on 127.0.0.1 that always answers `stop`."""
-
-    REPLY = '<tool_call>{"name": "browser", "arguments": {"action": "stop"}}'
-
-    def __init__(self):
-        import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        bodies = self.bodies = []
-        reply = self.REPLY
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply},
-                                                "finish_reason": "stop"}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+STOP_REPLY = '<tool_call>{"name": "browser", "arguments": {"action": "stop"}}'  # the endpoint's every answer
 
 
 @pytest.mark.slow
@@ -110,15 +83,13 @@ def test_sft_then_eval_of_its_checkpoint_and_of_an_endpoint(tmp_path, capsys):
     assert doc["schema_version"] == "online-mind2web-v2" and doc["task"] and doc["action_history"]
     assert (tmp_path / "ev" / "viewer" / "index.html").exists()
 
-    server = _FakeChatServer()
-    try:
-        assert main(["eval", "--config", "smoke", f"run.run_dir={tmp_path / 'ep'}", f"eval.endpoint={server.url}",
+    bodies = []
+    with chat_server(lambda path, body: bodies.append(body) or chat_reply(STOP_REPLY)) as url:
+        assert main(["eval", "--config", "smoke", f"run.run_dir={tmp_path / 'ep'}", f"eval.endpoint={url}",
                      "tasks.eval_tasks=2", "rollout.max_turns=1"]) == 0
-    finally:
-        server.server.shutdown()
     out = capsys.readouterr().out
     assert "overall" in out and "0.0%" in out  # stopping at once solves no widget task
-    assert len(server.bodies) == 2 and all(b["temperature"] == 0.0 for b in server.bodies)  # greedy, one turn each
+    assert len(bodies) == 2 and all(b["temperature"] == 0.0 for b in bodies)  # greedy, one turn each
     docs = [json.loads(p.read_text()) for p in (tmp_path / "ep" / "om2w").glob("*/result.json")]
     assert len(docs) == 2 and all(d["action_history"][0]["action"].startswith("TASK_COMPLETE") for d in docs)
 

@@ -1,10 +1,7 @@
 """EndpointPolicy against a stub OpenAI-compatible server on 127.0.0.1."""
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
+from tests.chat_stub import chat_reply, chat_server
 from tests.policy.helpers import episode, observation
 from webrl.actions import Action, ParseError
 from webrl.policy import EndpointConfig, EndpointPolicy, PolicyRequest, PromptConfig, SamplingConfig
@@ -17,30 +14,14 @@ REPLY = '<think>The search box is [1].</think><tool_call>{"name": "browser", "ar
 def stub_server():
     seen = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, body))
-            tokens = [{"token": f"token_id:{i}", "logprob": -0.5 * i} for i in range(1, 4)]
-            reply = {"choices": [{"message": {"role": "assistant", "content": REPLY}, "finish_reason": "stop",
-                                  "logprobs": {"content": tokens}}],
-                     "usage": {"prompt_tokens": 321, "completion_tokens": 3}}
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def respond(path, body):
+        seen.append((path, body))
+        tokens = [{"token": f"token_id:{i}", "logprob": -0.5 * i} for i in range(1, 4)]
+        return {**chat_reply(REPLY, logprobs={"content": tokens}),
+                "usage": {"prompt_tokens": 321, "completion_tokens": 3}}
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    server.shutdown()
-    server.server_close()
+    with chat_server(respond) as url:
+        yield url, seen
 
 
 def test_endpoint_policy_round_trip(stub_server):

@@ -249,42 +249,24 @@ def test_composes_with_the_cascade(tiny_qwen25vl_path):
 
 def test_endpoint_roles_against_a_local_server():
     """All three roles over one OpenAI-compatible server on 127.0.0.1; replies chosen by the system prompt."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
+    from tests.chat_stub import chat_reply, chat_server
     from webrl.policy.loci_roles import make_roles
 
     seen = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            system, user = body["messages"][0]["content"], body["messages"][1]["content"]
-            seen.append(sum(p["type"] == "image_url" for p in user))
-            reply = ({"boxes": [[0, 0, 500, 500]]} if system.startswith("You are the Locator")
-                     else critic_says(sufficient=True) if system.startswith("You are the Critic") else "ABCDE")
-            data = json.dumps({"choices": [{"message": {"content": reply if isinstance(reply, str)
-                                                        else json.dumps(reply)}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def respond(path, body):
+        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        seen.append(sum(p["type"] == "image_url" for p in user))
+        reply = ({"boxes": [[0, 0, 500, 500]]} if system.startswith("You are the Locator")
+                 else critic_says(sufficient=True) if system.startswith("You are the Critic") else "ABCDE")
+        return chat_reply(reply if isinstance(reply, str) else json.dumps(reply))
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/v1"
+    with chat_server(respond) as url:
         cfg = LociConfig(locator=url, critic=url, **SMALL)
         locator, critic = make_roles(cfg)
         res = loci_answer(_image(), "q?", locator, locator, critic, cfg)
         assert res.answer == "ABCDE" and res.calls == 3 and len(res.evidence.crops) == 1
         assert seen == [1, 1, 2]  # Locator: whole image; Critic: one crop; answerer: whole image + crop
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.slow

@@ -92,7 +92,7 @@ case "$cmd" in
         exec "$PY" examples/train_online_mind2web.py "$@" ;;
     test)
         setup_venv; setup_chromium
-        exec "$PY" -m pytest tests "$@" ;;
+        exec "$PY" -m pytest tests --durations=30 "$@" ;;
     *)
         echo "usage: bash run.sh {example|test|setup} [args...]" >&2; exit 2 ;;
 esac

@@ -1,6 +1,9 @@
 """The locally trained byte-level BPE tokenizer: digits, special tokens, chat template."""
+from pathlib import Path
+
 import pytest
 
+import webrl
 from webrl.models.corpus import default_corpus
 from webrl.models.tokenizer import ADDED_TOKENS, SPECIAL_TOKENS, check_digits_split, train_tokenizer
 
@@ -51,3 +54,14 @@ def test_chat_template_roles_and_images(tokenizer):
     no_system = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
     assert no_system == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
                          "<|im_start|>user\nhi<|im_end|>\n")
+
+
+def test_the_tiny_vocabulary_ignores_prompt_files_other_than_the_action_formats():
+    """Adding LOCI's role prompts once changed every tiny tokenizer (and broke length-tuned tests)."""
+    from webrl.models.corpus import CORPUS_PROMPTS, default_corpus
+
+    lines = set(default_corpus(0, n_episodes=1))
+    prompt_dir = Path(webrl.__file__).resolve().parent / "prompts"
+    for other in sorted(set(p.name for p in prompt_dir.glob("*.txt")) - set(CORPUS_PROMPTS)):
+        assert not set(filter(None, (prompt_dir / other).read_text().splitlines())) <= lines, other
+    assert set(filter(None, (prompt_dir / "som_v1.txt").read_text().splitlines())) <= lines

@@ -60,6 +60,9 @@ def _action_texts(rng: random.Random, e: int, x: int, y: int, text: str) -> list
     return [json.dumps(som), json.dumps(cu), compact]
 
 
+CORPUS_PROMPTS = ("compact_v1.txt", "computer_use_v1.txt", "som_v1.txt")
+
+
 def default_corpus(seed: int = 0, n_episodes: int = 400, extra_files: tuple[Path, ...] = ()) -> list[str]:
     """Deterministic web-agent text lines (about 6 lines per episode) plus any extra text files."""
     rng = random.Random(seed)
@@ -76,8 +79,10 @@ def default_corpus(seed: int = 0, n_episodes: int = 400, extra_files: tuple[Path
         for action in _action_texts(rng, fill["e"], x, y, fill["p"]):
             lines.append(f"<tool_call>{action}</tool_call>")
         lines.append(rng.choice(_FEEDBACK).format(**fill))
-    prompts = sorted((Path(__file__).resolve().parent.parent / "prompts").glob("*.txt"))
-    for path in prompts:  # webrl's own system prompts, often enough for BPE to merge their words
+    prompt_dir = Path(__file__).resolve().parent.parent / "prompts"
+    # The action-format system prompts, often enough for BPE to merge their words. A fixed list:
+    # a new prompt file elsewhere (e.g. LOCI roles) must not change the tiny vocabulary.
+    for path in (prompt_dir / name for name in CORPUS_PROMPTS):
         lines.extend(Path(path).read_text().splitlines() * 3)
     for path in extra_files:
         lines.extend(Path(path).read_text().splitlines())

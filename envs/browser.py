@@ -86,6 +86,12 @@ READINESS_INIT_SCRIPT = r"""
   // A navigation away from this document started: the next document is coming.
   addEventListener('beforeunload', () => { s.navigating = performance.now(); });
   addEventListener('pagehide', () => { s.navigating = performance.now(); });
+  // A click on <a download> fires no beforeunload, yet a download event follows from the
+  // browser: hold the wait like a navigation so it is reported in this step's feedback.
+  addEventListener('click', (e) => {
+    const a = e.target && e.target.closest ? e.target.closest('a[download]') : null;
+    if (a) s.navigating = performance.now();
+  }, true);
 })();
 """
 

@@ -216,14 +216,8 @@ def _dashed_overrides(extra: list[str], positional: Optional[str] = None) -> lis
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ARGPARSE_COMMANDS:
-        try:
-            _resolve(ARGPARSE_COMMANDS[argv[0]][1])(argv[1:])
-            return 0
-        except (FileNotFoundError, ValueError) as e:  # bad input: say what, no traceback
-            if os.environ.get("WEBRL_DEBUG"):
-                raise
-            print(f"webrl {argv[0]}: error: {e}", file=sys.stderr)
-            return 1
+        entry = _resolve(ARGPARSE_COMMANDS[argv[0]][1])  # parses argv itself; its return value is not an exit code
+        return _reporting_errors(argv[0], lambda: entry(argv[1:]) and None)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command:
@@ -237,15 +231,20 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
+    return _reporting_errors(args.command, lambda: run_command(args.command, args))
+
+
+def _reporting_errors(command: str, run: Callable[[], Optional[int]]) -> int:
+    """Exit code of `run()`; bad input becomes one line on stderr (2: config, 1: other), no traceback."""
     try:
-        return run_command(args.command, args)
+        return int(run() or 0)
     except ConfigError as e:
-        print(f"webrl {args.command}: config error: {e}", file=sys.stderr)
+        print(f"webrl {command}: config error: {e}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, ValueError) as e:  # bad input: say what, no traceback
+    except (FileNotFoundError, ValueError) as e:
         if os.environ.get("WEBRL_DEBUG"):
             raise
-        print(f"webrl {args.command}: error: {e}", file=sys.stderr)
+        print(f"webrl {command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

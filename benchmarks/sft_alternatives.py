@@ -154,10 +154,19 @@ def accuracy(predicted: Sequence, expected: Sequence) -> float:
     return sum(p == e for p, e in zip(predicted, expected)) / len(expected)
 
 
+def bare_call(text: str) -> str:
+    """The call of a response: the demos' targets are bare (`click(3)`), a `<tool_call>` wrapper
+    (what `CompactFormat` renders and parses) is taken off when present."""
+    from webrl.policy.formats import extract_call
+
+    body = extract_call(text) if "<tool_call>" in text else text
+    return body if isinstance(body, str) else text
+
+
 def decode_metrics(texts: Sequence[str], examples: Sequence[StepExample]) -> dict[str, float]:
     """Digits held-out figures: exact action match (all steps, both sides through the compact
     grammar), element and kind accuracy on steps with a listed target element."""
-    parsed = [parse_compact(t) for t in texts]
+    parsed = [parse_compact(bare_call(t)) for t in texts]
     canon = [parse_compact(format_compact(ex.action)) for ex in examples]
     with_el = [j for j, ex in enumerate(examples) if ex.target >= 0]
     pred_el = [getattr(parsed[j], "element", None) for j in with_el]
@@ -295,8 +304,9 @@ def pointer_loss(heads: PointerHeads, hidden: Tensor, batch: BatchTensors) -> Te
 
 
 def train(variant: Variant, policy, heads: Optional[PointerHeads], examples: list[StepExample], order: list[int],
-          seconds: float, batch_size: int = 32, lr: float = 2e-3, warmup: int = 50) -> dict:
-    """Train until `seconds` of wall clock have passed; cycles through `order` (sample indices)."""
+          seconds: float, batch_size: int = 32, lr: float = 2e-3, warmup: int = 50, max_steps: int = 0) -> dict:
+    """Train until `seconds` of wall clock have passed (or `max_steps` steps, 0 = no cap); cycles
+    through `order` (sample indices)."""
     model = policy.model
     model.train()
     params = list(model.parameters()) + (list(heads.parameters()) if heads is not None else [])
@@ -304,7 +314,7 @@ def train(variant: Variant, policy, heads: Optional[PointerHeads], examples: lis
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / warmup))
     step = seen = tokens = 0
     losses, t0 = [], time.monotonic()
-    while time.monotonic() - t0 < seconds:
+    while time.monotonic() - t0 < seconds and not (max_steps and step >= max_steps):
         idx = [order[(step * batch_size + k) % len(order)] for k in range(min(batch_size, len(order)))]
         batch = make_batch([examples[i] for i in idx], policy.pad_id, with_response=variant.head == "digits")
         hidden = final_hidden(model, batch)

@@ -123,3 +123,24 @@ def test_budget_at_turn_30_drops_oldest_history_first(family, tiny_model_paths):
     assert f"Step {p30.history_dropped}\n" in p30.text and f"Step {p30.history_dropped - 1}\n" not in p30.text
     assert f"(Steps before step {p30.history_dropped} are omitted" in p30.text
     assert p30.text.count("<|image_pad|>") == 1
+
+
+@pytest.mark.parametrize("size", [(320, 200), (640, 480), (57, 1000), (1280, 1000)])
+def test_prompt_ids_without_pixels_equal_the_processor(family_policy, size):
+    """`prompt_ids` expands placeholders from image headers only; the processor decodes and
+    resizes the pixels. Both must give the same ids (odd sizes exercise smart_resize's rounding)."""
+    import numpy as np
+
+    from webrl.types import Image
+
+    _, pol = family_policy
+    import dataclasses
+
+    request = golden_request(pol.builder.format)
+    shot = Image.from_array(np.full((size[1], size[0], 3), 200, dtype=np.uint8))
+    for turn in request.history:
+        turn.images = [shot]
+    request = dataclasses.replace(request, observation=dataclasses.replace(request.observation, screenshot=shot))
+    prompt = pol.builder.render(request)
+    assert len(prompt.images) == 2
+    assert pol.prompt_ids(prompt) == pol.encode([prompt])["input_ids"][0].tolist()

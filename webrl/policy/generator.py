@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from webrl.policy.images import image_token_count
 from webrl.policy.prompt import PromptBuilder, PromptConfig, RenderedPrompt
 from webrl.policy.types import Decision, DecisionStats, PolicyRequest
 
@@ -107,8 +108,17 @@ class GeneratorPolicy:
         return self.processor(**kwargs)
 
     def prompt_ids(self, prompt: RenderedPrompt) -> list[int]:
-        """The ids the model reads for one rendered prompt."""
-        return self.encode([prompt])["input_ids"][0].tolist()
+        """The ids the model reads for one rendered prompt, without decoding any pixels: each
+        image placeholder becomes its smart_resize token count, which is what the processor
+        inserts (`encode`; equality tested). SFT renders thousands of turns through this."""
+        cfg, pad = self.config.prompt, "<|image_pad|>"
+        counts = [image_token_count(*im.size, self.builder.factor, cfg.min_pixels, cfg.max_pixels)
+                  for im in prompt.images]
+        pieces = prompt.text.split(pad)
+        if len(pieces) != len(counts) + 1:
+            raise ValueError(f"prompt has {len(pieces) - 1} image placeholders for {len(counts)} images")
+        text = pieces[0] + "".join(pad * n + rest for n, rest in zip(counts, pieces[1:]))
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     # -- acting ----------------------------------------------------------------------------------
     def act(self, requests: Sequence[PolicyRequest]) -> list[Decision]:

@@ -70,3 +70,15 @@ def test_every_field_is_documented():
     rows = describe(WebRLConfig)
     assert rows and all(doc for _, _, _, doc in rows), [k for k, _, _, d in rows if not d]
     assert field_docs(ModelConfig)["family"].startswith("Model family")
+
+
+@pytest.mark.parametrize("override, message", [
+    ("sft.curriculum=[[0]]", r"sft.curriculum entries are \[max_level, epochs\].*\[0\]"),
+    ("sft.curriculum=[[0,0]]", r"epochs >= 1, got \[0, 0\]"),
+    ("sft.batch_size=0", "sft.batch_size"),
+    ("model.tiny_corpus=wiki", r"model.tiny_corpus must be one of \('default', 'sandbox'\), got 'wiki'"),
+    ("model.tiny_vocab=100", "model.tiny_vocab >= 300"),
+])
+def test_sft_recipe_keys_are_validated(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(WebRLConfig, None, [override])

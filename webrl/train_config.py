@@ -132,13 +132,24 @@ class SFTStageConfig:
     demos_dir: str = ""
     """Use demonstrations already recorded here (`webrl demos --out DIR`) instead of recording."""
     epochs: int = 3
-    """Passes over the demonstrations."""
+    """Passes over the demonstrations (when `curriculum` is empty)."""
+    batch_size: int = 32
+    """Samples (turns) per optimizer step: each pass is split into ceil(samples / batch_size)
+    mini-batches (this overrides sft.learner.batching.mini_batches)."""
+    curriculum: list = field(default_factory=list)
+    """Phases as [max_level, epochs] pairs, e.g. [[0, 4], [1, 8]]: 4 passes over the level-0
+    turns, then 8 over levels 0-1 (levels from each demonstration's task). Empty = `epochs`
+    passes over all demonstrations. A decaying LR schedule spans all phases."""
     learner: LearnerConfig = field(default_factory=lambda: _sft_learner())
     """Learner settings of the SFT stage (its objective is sft; lr 1e-3 suits tiny models)."""
 
     def __post_init__(self) -> None:
-        if self.demos < 0 or self.epochs < 1:
-            raise ConfigError("sft.demos must be >= 0 and sft.epochs >= 1")
+        if self.demos < 0 or self.epochs < 1 or self.batch_size < 1:
+            raise ConfigError("sft.demos must be >= 0, sft.epochs and sft.batch_size >= 1")
+        for phase in self.curriculum:
+            if len(phase) != 2 or int(phase[0]) < 0 or int(phase[1]) < 1:
+                raise ConfigError(f"sft.curriculum entries are [max_level, epochs] with max_level >= 0 "
+                                  f"and epochs >= 1, got {list(phase)!r}")
         if self.learner.objective != "sft":
             raise ConfigError(f"sft.learner.objective must be 'sft', got {self.learner.objective!r}")
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -82,6 +83,8 @@ class Trainer:
         self.inference: list = []
         self.eval_inference: Any = None
         self.last_eval: Optional[tuple[list, list]] = None
+        self._evaluated_at: Optional[tuple[int, int]] = None  # (iteration, policy version) of last_eval
+        self._last_metrics: dict[str, Any] = {}
         self.collector: Any = None  # AsyncCollector when rollout.mode == "async"
         self._ray_started = False
 
@@ -93,7 +96,8 @@ class Trainer:
             results: dict[str, Any] = {"run_dir": str(self.run_dir), "before": self.before if not resumed else None}
             if "rl" in cfg.trainer.stages:
                 self._rl_stage()
-            results["after"] = self.evaluate("after")
+            evaluated = self._evaluated_at == (self.iteration, self.policy_version)  # eval_every just did
+            results["after"] = self._last_metrics if evaluated else self.evaluate("after")
             self._view()
             print(before_after_table(results["before"], results["after"]))
             print(f"run folder: {self.run_dir}")
@@ -195,7 +199,13 @@ class Trainer:
 
     # -- stages and steps ----------------------------------------------------------------------
     def sft(self) -> str:
-        """The SFT stage on the learner's bundles; returns the HF folder of the SFT weights."""
+        """The SFT stage on the learner's bundles; returns the HF folder of the SFT weights.
+
+        Each phase of `sft.curriculum` ([max_level, epochs]; default one phase of `sft.epochs`
+        over everything) shuffles its turns every pass with the run's seed and takes one
+        optimizer step per `sft.batch_size` turns; the checkpoint at `<run>/sft` is rewritten
+        after every pass, so a long run can be stopped and its last pass used.
+        """
         from webrl.learner import LearnerGroup
         from webrl.learner.samples import LearnerSample
         from webrl.policy import sft_samples_from_trajectory
@@ -203,21 +213,39 @@ class Trainer:
         cfg = self.config
         demos = self._demonstrations()
         policy = self._render_policy()
-        samples = [LearnerSample(s.prompt_ids, s.response_ids, images=list(s.images))
+        samples = [(int(traj.info.get("level", 0)), LearnerSample(s.prompt_ids, s.response_ids, images=list(s.images)))
                    for traj in demos for s in sft_samples_from_trajectory(traj, policy)]
         if not samples:
             print("webrl sft: no demonstrations to train on; skipping the SFT stage")
             return self.model_path
-        learner = LearnerGroup(dataclasses.replace(cfg.sft.learner, model_path=self.model_path, seed=cfg.run.seed),
-                               num_ranks=cfg.resources.learner_ranks, **self._learner_resources())
+        phases = [(int(lv), int(n)) for lv, n in cfg.sft.curriculum] or [(max(lv for lv, _ in samples), cfg.sft.epochs)]
+        batch = cfg.sft.batch_size
+        pools = [[s for lv, s in samples if lv <= max_level] for max_level, _ in phases]
+        steps = sum(n * -(-len(pool) // batch) for (_, n), pool in zip(phases, pools))
+        section = cfg.sft.learner
+        learner_cfg = self._learner_config(
+            section, batching=dataclasses.replace(section.batching, mini_batches=1, ppo_epochs=1),
+            optim=dataclasses.replace(section.optim, total_steps=max(steps, 1)))
+        learner = LearnerGroup(learner_cfg, num_ranks=cfg.resources.learner_ranks, **self._learner_resources())
+        rng, epoch, path = random.Random(f"{cfg.run.seed}:sft"), 0, ""
         try:
-            for epoch in range(cfg.sft.epochs):
-                m = learner.update(samples)
-                self._log({"stage": "sft", "epoch": epoch + 1, "samples": len(samples), **m})
-            path = learner.save(str(self.run_dir / "sft"), {"stage": "sft"})
+            for (max_level, n), pool in zip(phases, pools):
+                for _ in range(n):
+                    t0, order = time.monotonic(), rng.sample(pool, len(pool))
+                    metrics = [learner.update(order[i:i + batch]) for i in range(0, len(order), batch)]
+                    epoch += 1
+                    mean = {k: sum(m[k] for m in metrics) / len(metrics) for k in metrics[0]
+                            if k not in ("policy_version", "optimizer_steps")}
+                    path = learner.save(str(self.run_dir / "sft"), {"stage": "sft", "epoch": epoch})
+                    # the prompt format these weights learned (read back by check_prompt_matches)
+                    (Path(path) / "hf" / "webrl_prompt.json").write_text(
+                        json.dumps(dataclasses.asdict(cfg.generator.prompt), indent=1))
+                    self._log({"stage": "sft", "epoch": epoch, "max_level": max_level, "samples": len(pool),
+                               "optimizer_steps": len(metrics), "time_s": time.monotonic() - t0, **mean})
         finally:
             learner.shutdown()
         return str(Path(path) / "hf")
+
     def _score(self, trajectories) -> dict[str, float]:
         from webrl.reward import reward_metrics, score_trajectories
 
@@ -257,6 +285,8 @@ class Trainer:
             print(f"webrl eval: {len(reasons)} distinct drop reasons, e.g. {reasons[0]}")
         out = summarize(tasks, trajectories).as_metrics()
         self._log({"stage": "eval", "label": label, "success": out["success"], "dropped": out["dropped"]})
+        if self.learner is not None:
+            self._evaluated_at, self._last_metrics = (self.iteration, self.policy_version), out
         return out
 
     # -- setup -------------------------------------------------------------------------------
@@ -364,23 +394,39 @@ class Trainer:
         if self.learner is not None:
             self.learner.shutdown()
         cfg = self.config
-        self.learner = LearnerGroup(dataclasses.replace(cfg.learner, model_path=self.model_path, seed=cfg.run.seed),
-                                    num_ranks=cfg.resources.learner_ranks, **self._learner_resources())
+        self.learner = LearnerGroup(self._learner_config(cfg.learner), num_ranks=cfg.resources.learner_ranks,
+                                    **self._learner_resources())
+
+    def _learner_config(self, section, **changes):
+        """A learner section completed by the run: model path, seed, and the image size of the
+        generator's prompts (the learner must encode screenshots exactly as rollouts did)."""
+        prompt = self.config.generator.prompt
+        return dataclasses.replace(section, model_path=self.model_path, seed=self.config.run.seed,
+                                   image_min_pixels=prompt.min_pixels, image_max_pixels=prompt.max_pixels, **changes)
 
     def _initial_model(self) -> str:
         """model.path (a checkpoint folder's hf/ if given one), else a tiny random-init model."""
         from webrl.evaluation import resolve_checkpoint
 
         if self.config.model.path:
-            return resolve_checkpoint(self.config.model.path)
+            from webrl.models.shipped import check_prompt_matches
+
+            path = resolve_checkpoint(self.config.model.path)
+            try:
+                check_prompt_matches(path, self.config.generator.prompt)
+            except ValueError as e:
+                print(f"webrl: warning: {e}")
+            return path
         from webrl.models import tiny_model
+        from webrl.models.corpus import corpus_lines
 
         m = self.config.model
         out = self.run_dir / "model-init"
         if (out / "config.json").exists():
             return str(out)
-        return str(tiny_model(m.family, out_dir=out, seed=self.config.run.seed, hidden=m.tiny_hidden,
-                              layers=m.tiny_layers))
+        seed = self.config.run.seed
+        return str(tiny_model(m.family, corpus=corpus_lines(m.tiny_corpus, seed), out_dir=out, seed=seed,
+                              hidden=m.tiny_hidden, layers=m.tiny_layers, vocab_size=m.tiny_vocab))
     def _render_policy(self):
         """A GeneratorPolicy used only to render prompts (the SFT path shares rollout's code)."""
         from webrl.models import load_model

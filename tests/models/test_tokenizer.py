@@ -65,3 +65,27 @@ def test_the_tiny_vocabulary_ignores_prompt_files_other_than_the_action_formats(
     for other in sorted(set(p.name for p in prompt_dir.glob("*.txt")) - set(CORPUS_PROMPTS)):
         assert not set(filter(None, (prompt_dir / other).read_text().splitlines())) <= lines, other
     assert set(filter(None, (prompt_dir / "som_v1.txt").read_text().splitlines())) <= lines
+
+
+def test_sandbox_corpus_holds_train_goals_only_and_shortens_prompts():
+    from webrl.envs.sites.source import make_task
+    from webrl.models.corpus import corpus_lines, default_corpus
+
+    assert corpus_lines("default", 3) == default_corpus(3)
+    with pytest.raises(ValueError, match="corpus must be one of"):
+        corpus_lines("wiki")
+    lines = corpus_lines("sandbox", 0)
+    train_goal = make_task("widgets", 0, "train", 7, start_server=False).spec.goal  # seed 7 < 300 tasks drawn
+    assert train_goal in lines
+    # no test-split goal is in the corpus (held-out entity names get no merges of their own)
+    test_goals = {make_task(site, 0, "test", i, start_server=False).spec.goal
+                  for site in ("shop", "widgets") for i in range(20)}
+    assert not test_goals & set(lines)
+    # a level-0 widgets observation (train-split words) with the compact v1 system prompt
+    prompt = ((Path(webrl.__file__).resolve().parent / "prompts" / "compact_v1.txt").read_text()
+              + f"\nTask: {train_goal}\nURL: http://127.0.0.1:8000/widgets/\nTitle: Newsletter sign-up\nElements:\n"
+              + '[0] label "Last name"\n[1] textbox "Last name"\n[2] button "Mark as read"\n'
+              + '[3] checkbox "Beta features" checked\n[4] label "Beta features"')
+    small = len(train_tokenizer(default_corpus(0), vocab_size=1024)(prompt)["input_ids"])
+    big = len(train_tokenizer(lines, vocab_size=2048)(prompt)["input_ids"])
+    assert big < 0.9 * small  # measured 362 vs 425 (0.85)

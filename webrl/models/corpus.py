@@ -7,6 +7,10 @@ grammar of `webrl.actions`) and webrl's system prompts (webrl/prompts/*.txt, so 
 few tokens). `default_corpus(seed)` generates such lines deterministically, so a
 tokenizer trained on it merges the frequent words while every other string still encodes
 (byte-level fallback).
+
+`sandbox_corpus(seed)` adds the goals of sandbox training tasks (every site and level, train
+split only: the test split's entities get no merges of their own) and the compact system
+prompts, so a model trained on the sandbox reads a page in about 15% fewer tokens.
 """
 from __future__ import annotations
 
@@ -87,3 +91,33 @@ def default_corpus(seed: int = 0, n_episodes: int = 400, extra_files: tuple[Path
     for path in extra_files:
         lines.extend(Path(path).read_text().splitlines())
     return lines
+
+
+CORPORA = ("default", "sandbox")
+
+
+def sandbox_corpus(seed: int = 0, tasks_per_site_level: int = 300) -> list[str]:
+    """`default_corpus(seed)` plus train-split sandbox goals and the compact prompts (x20 each).
+
+    Goals quote the entities a page shows (labels, products, cities, articles), so their words
+    get merged tokens; the test split's entities are never read (held-out names stay unseen
+    by the vocabulary too).
+    """
+    from webrl.envs.sites.source import SITE_NAMES, make_task
+
+    lines = default_corpus(seed)
+    for site in SITE_NAMES:
+        for level in (0, 1, 2):
+            for i in range(tasks_per_site_level):
+                lines.append(make_task(site, level, "train", seed * 100_000 + i, start_server=False).spec.goal)
+    prompt_dir = Path(__file__).resolve().parent.parent / "prompts"
+    for name in ("compact_v1.txt", "compact_brief.txt"):
+        lines.extend((prompt_dir / name).read_text().splitlines() * 20)
+    return lines
+
+
+def corpus_lines(name: str, seed: int = 0) -> list[str]:
+    """The tokenizer corpus called `name` (one of CORPORA)."""
+    if name not in CORPORA:
+        raise ValueError(f"corpus must be one of {CORPORA}, got {name!r}")
+    return default_corpus(seed) if name == "default" else sandbox_corpus(seed)

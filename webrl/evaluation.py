@@ -138,8 +138,11 @@ def endpoint_config(cfg: Any) -> Any:
 
 
 def resolve_checkpoint(path: str) -> str:
-    """A checkpoint folder (`checkpoints/step-N`, holding `hf/`) or a plain HF folder -> HF folder."""
-    p = Path(path)
+    """A checkpoint folder (`checkpoints/step-N`, holding `hf/`), a plain HF folder or a shipped
+    checkpoint (`webrl:tiny-webagent`) -> HF folder."""
+    from webrl.models.shipped import resolve_shipped
+
+    p = Path(resolve_shipped(path))
     if (p / "hf" / "config.json").exists():
         return str(p / "hf")
     if (p / "config.json").exists() or not p.exists():

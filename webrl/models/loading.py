@@ -24,7 +24,8 @@ def _torch_dtype(dtype: Any):
 
 def load_model(name_or_path: str | os.PathLike, dtype: Any = "float32", device: Optional[str] = None,
                attn_implementation: Optional[str] = None, **kwargs):
-    """Load `(model, processor)` from a checkpoint folder or hub id.
+    """Load `(model, processor)` from a checkpoint folder, a shipped checkpoint
+    (`webrl:tiny-webagent`, `webrl.models.shipped`) or hub id.
 
     dtype: "float32" (default: CPU and exact log-prob checks), "bfloat16", "float16", "auto"
     or a torch.dtype. device: "cpu", "cuda", "cuda:1", ... (default: leave where loaded, CPU).
@@ -33,10 +34,11 @@ def load_model(name_or_path: str | os.PathLike, dtype: Any = "float32", device: 
     from transformers import AutoConfig, AutoModelForImageTextToText
 
     from webrl.models.processor import load_processor, register_processors
+    from webrl.models.shipped import resolve_shipped
 
     torch_dtype = _torch_dtype(dtype)
     register_processors()
-    path = str(name_or_path)
+    path = resolve_shipped(str(name_or_path))
     _check_local_folder(path)
     config = AutoConfig.from_pretrained(path, **kwargs)
     if config.model_type not in ("qwen2_5_vl", "qwen3_vl"):

@@ -40,6 +40,24 @@ def test_oracle_demo_turns_render_their_action(tiny_qwen3vl_path):
     assert sample.prompt_ids == pol.prompt_ids(pol.builder.render(PolicyRequest(obs)))
 
 
+@pytest.mark.parametrize("fmt", ["som", "compact"])
+def test_recorded_oracle_turns_train_and_show_the_policy_format(tiny_qwen25vl_path, fmt):
+    """`run_oracle_episode` stores the env grammar (`click(1)`) as response_text; the SFT target
+    and the history must still be in the policy's format, which its parser accepts (a model
+    trained on bare `click(1)` would fail to parse every rollout turn)."""
+    pol = policy(tiny_qwen25vl_path, action_format=fmt)
+    first, second = observation(0), observation(1)
+    turns = [Turn(images=[o.screenshot], action=a, response_text=a.to_compact(), observation=o.to_record(),
+                  decided_by="oracle") for o, a in ((first, Action.click(1)), (second, Action.stop()))]
+    samples = sft_samples_from_trajectory(Trajectory("demo", goal=first.goal, turns=turns), pol)
+    for sample, turn in zip(samples, turns):
+        text = pol.tokenizer.decode(sample.response_ids)
+        assert text == pol.builder.format.render(turn.action) != turn.response_text
+        assert pol.builder.format.parse(text) == turn.action
+    history = pol.builder.render(PolicyRequest(second, turns[:1])).text
+    assert pol.builder.format.render(Action.click(1)) in history
+
+
 def test_sharegpt_loader(tiny_qwen25vl_path, tmp_path):
     pol = policy(tiny_qwen25vl_path)
     (tmp_path / "a.png").write_bytes(screenshot(320, 200).data)

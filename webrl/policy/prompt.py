@@ -173,12 +173,16 @@ class PromptBuilder:
 
     # -- pieces ---------------------------------------------------------------------------------
     def response_text(self, turn: Turn, geometry: Optional[ImageGeometry]) -> str:
-        """A turn's response; a demo turn without text gets its action rendered in the format."""
-        if turn.response_text:
-            return turn.response_text
-        if turn.action is None:
-            return ""
-        return self.format.render(turn.action, geometry)
+        """A turn's response. An oracle turn (`decided_by="oracle"`: its text is the env grammar,
+        not a model's output) or a turn without text gets its action rendered in this format, so
+        SFT targets and the history of demonstrations read like the model's own turns."""
+        oracle = turn.decided_by == "oracle" or not turn.response_text
+        if oracle and turn.action is not None and self.format.can_render(turn.action):
+            try:
+                return self.format.render(turn.action, geometry)
+            except ValueError:  # e.g. an element action in a coordinate format without its box
+                pass
+        return turn.response_text or ""
 
     def _assistant_text(self, turn: Turn, age: int, geometry: Optional[ImageGeometry]) -> str:
         """age: 0 for the most recent past turn."""

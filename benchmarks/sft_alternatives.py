@@ -16,7 +16,7 @@ Pipeline, per variant (plain torch loops: no Ray, no DeepSpeed):
      list (`element_token_spans`). Screenshots are encoded once, not every step.
   3. Training for `--minutes` of wall clock (evaluation not counted), AdamW lr 2e-3, 50 linear
      warm-up steps, clip 1.0, batch 32, samples in one seeded order shared by all variants.
-       digits   next-token loss on the response (`click(3)<|im_end|>`), the recipe.
+       digits   next-token loss on the response (`<tool_call>click(3)</tool_call>`), the recipe.
        pointer  e_i = mean of the final hidden states over element line i, q = hidden state of
                 the last prompt position, score_i = (W q) . e_i / sqrt(H) (W: H x H), cross-
                 entropy over the listed elements for the target; the action kind from a linear
@@ -26,6 +26,9 @@ Pipeline, per variant (plain torch loops: no Ray, no DeepSpeed):
      on steps whose action has a listed element; pointer reports element accuracy (argmax
      score) and kind accuracy on the same steps. Both also report kind accuracy over all steps
      (stop / press turns included). Chance = mean 1/#elements listed on the element steps.
+     Digits also reports `policy_format_ok`: the share of responses the rollout policy's own
+     parser (`CompactFormat.parse`, `<tool_call>...</tool_call>` only) accepts, i.e. actions a
+     rollout would execute; exact match is scored on the call inside, bare calls included.
 
 Departures and limits: the pointer variant predicts no text arguments (typed text, select
 option, answer), so it is compared with digits on the element and the kind only; its exact-
@@ -110,9 +113,6 @@ class StepExample:
     grid: Optional[Tensor] = None
 
 
-# ---------------------------------------------------------------------------------------------
-# pure parts
-# ---------------------------------------------------------------------------------------------
 def element_token_spans(tokenizer, prompt_text: str, prompt_ids: Sequence[int], image_counts: Sequence[int],
                         element_ids: Sequence[int]) -> list[list[int]]:
     """Token positions of each element's line `[id] role "name" ...` in the prompt's CURRENT
@@ -157,8 +157,8 @@ def accuracy(predicted: Sequence, expected: Sequence) -> float:
 
 
 def bare_call(text: str) -> str:
-    """The call of a response: the demos' targets are bare (`click(3)`), a `<tool_call>` wrapper
-    (what `CompactFormat` renders and parses) is taken off when present."""
+    """The call of a response with its `<tool_call>` wrapper (what `CompactFormat` renders for the
+    demos' targets) taken off when present; a bare `click(3)` passes as is."""
     from webrl.policy.formats import extract_call
 
     body = extract_call(text) if "<tool_call>" in text else text
@@ -185,9 +185,6 @@ def chance_level(examples: Sequence[StepExample]) -> float:
     return sum(picks) / len(picks) if picks else float("nan")
 
 
-# ---------------------------------------------------------------------------------------------
-# data
-# ---------------------------------------------------------------------------------------------
 def build_policy(variant: Variant, seed: int, out_dir: str):
     """A tiny random-init model of the variant's tokenizer, wrapped in the recipe's GeneratorPolicy."""
     from webrl.models import tiny_model
@@ -268,9 +265,6 @@ def make_batch(examples: Sequence[StepExample], pad_id: int, with_response: bool
                         torch.cat([ex.grid for ex in imaged]) if imaged else None, sum(len(r) for r in rows))
 
 
-# ---------------------------------------------------------------------------------------------
-# model, losses, training
-# ---------------------------------------------------------------------------------------------
 class PointerHeads(nn.Module):
     """W (H x H) of the element score and the kind head (H -> K)."""
 
@@ -367,7 +361,10 @@ def greedy_texts(policy, examples: Sequence[StepExample], max_new_tokens: int = 
 def evaluate(variant: Variant, policy, heads: Optional[PointerHeads], examples: list[StepExample]) -> dict:
     """Held-out figures of one trained variant (see the module docstring)."""
     if heads is None:
-        return decode_metrics(greedy_texts(policy, examples), examples)
+        texts = greedy_texts(policy, examples)
+        # share the rollout policy's own parser accepts (CompactFormat wants a <tool_call>)
+        format_ok = accuracy([isinstance(policy.builder.format.parse(t), Action) for t in texts], [True] * len(texts))
+        return {**decode_metrics(texts, examples), "policy_format_ok": format_ok}
     scores, kinds = [], []
     for s in range(0, len(examples), 32):
         batch = make_batch(examples[s:s + 32], policy.pad_id, with_response=False)
@@ -376,15 +373,12 @@ def evaluate(variant: Variant, policy, heads: Optional[PointerHeads], examples: 
         scores += [row[:len(ex.element_positions)] for row, ex in zip(score, examples[s:s + 32])]
         kinds += heads.kind(hidden[torch.arange(hidden.shape[0]), batch.query_index]).argmax(-1).tolist()
     with_el = [j for j, ex in enumerate(examples) if ex.target >= 0]
-    return {"exact_action": float("nan"),
+    return {"exact_action": float("nan"), "policy_format_ok": float("nan"),
             "element_acc": accuracy([int(scores[j].argmax()) for j in with_el], [examples[j].target for j in with_el]),
             "kind_acc": accuracy([kinds[j] for j in with_el], [examples[j].kind for j in with_el]),
             "kind_acc_all": accuracy(kinds, [ex.kind for ex in examples])}
 
 
-# ---------------------------------------------------------------------------------------------
-# driver
-# ---------------------------------------------------------------------------------------------
 def run_variant(variant: Variant, train_trajs, test_trajs, args, work: str) -> dict:
     load_start = os.getloadavg()[0]
     torch.manual_seed(args.seed)
@@ -398,16 +392,16 @@ def run_variant(variant: Variant, train_trajs, test_trajs, args, work: str) -> d
         torch.manual_seed(args.seed)
         heads = PointerHeads(policy.model.config.text_config.hidden_size)
     fit = train(variant, policy, heads, train_ex, order, args.minutes * 60)
-    row = {"variant": variant.name, **fit, **evaluate(variant, policy, heads, test_ex),
-           "median_prompt_tokens": statistics.median(len(ex.prompt_ids) for ex in train_ex),
-           "train_steps_available": len(train_ex), "test_steps": len(test_ex),
-           "test_element_steps": sum(ex.target >= 0 for ex in test_ex), "chance_element": chance_level(test_ex),
-           "load_start": load_start, "load_end": os.getloadavg()[0]}
-    return row
+    return {"variant": variant.name, **fit, **evaluate(variant, policy, heads, test_ex),
+            "median_prompt_tokens": statistics.median(len(ex.prompt_ids) for ex in train_ex),
+            "train_steps_available": len(train_ex), "test_steps": len(test_ex),
+            "test_element_steps": sum(ex.target >= 0 for ex in test_ex), "chance_element": chance_level(test_ex),
+            "load_start": load_start, "load_end": os.getloadavg()[0]}
 
 
 COLUMNS = ("variant", "samples_seen", "tokens_per_s", "median_prompt_tokens", "final_loss", "exact_action",
-           "element_acc", "kind_acc", "kind_acc_all", "chance_element", "test_element_steps", "load_start", "load_end")
+           "policy_format_ok", "element_acc", "kind_acc", "kind_acc_all", "chance_element", "test_element_steps",
+           "load_start", "load_end")
 
 
 def table(rows: Sequence[dict]) -> str:

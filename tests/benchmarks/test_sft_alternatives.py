@@ -37,7 +37,8 @@ def _turn(lines: list[tuple[int, str, str]], action: str, extra_ids=(), colour="
     text = "\n".join(f'[{i}] {role} "{name}"' for i, role, name in lines)
     elements = [{"id": i, "bbox": [0, 0, 10, 10], "role": role, "name": name} for i, role, name in lines]
     elements += [{"id": i, "bbox": [0, 0, 1, 1], "role": "link", "name": "unlisted"} for i in extra_ids]
-    # response_text as envs/sites/demos.py records it: the bare compact call
+    # response_text as envs/sites/demos.py records it: the bare env grammar (the policy renders
+    # oracle turns in its own format instead)
     return Turn(images=[_png(colour)], action=parse_compact(action), response_text=action, decided_by="oracle",
                 observation={"url": "http://127.0.0.1:1/widgets/", "title": "Form", "elements_text": text,
                              "step": 0, "screenshot_size": [140, 112], "elements": elements})
@@ -79,7 +80,9 @@ def test_element_spans_cover_the_current_lines(alt, policy, trajectory):
     assert second.target == 2 and second.kind == ACTION_KINDS.index("click")  # index of id 12, not the id
     assert examples[0].target == 0 and examples[0].kind == ACTION_KINDS.index("type")
     assert examples[2].target == -1  # click(99): the element is not listed
-    assert second.response_ids[-1] == policy.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    # an oracle turn's target is its action in the policy's format, ending in a stop token
+    assert policy.tokenizer.decode(second.response_ids) == "<tool_call>click(12)</tool_call>"
+    assert second.response_ids[-1] in policy.stop_ids
     # one 140x112 screenshot at max 12544 px -> 112x84 -> (4*3) merged tokens
     assert tuple(second.grid.tolist()[0]) == (1, 6, 8)
 
@@ -150,3 +153,5 @@ def test_one_training_step_per_head(alt, tiny_qwen25vl_path, trajectory):
         assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
         row = alt.evaluate(variant, pol, heads, examples)
         assert 0.0 <= row["kind_acc_all"] <= 1.0
+        assert set(alt.COLUMNS) - {"variant", "samples_seen", "tokens_per_s", "median_prompt_tokens", "final_loss",
+                                   "chance_element", "test_element_steps", "load_start", "load_end"} <= set(row)

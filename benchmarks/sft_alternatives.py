@@ -266,7 +266,8 @@ def make_batch(examples: Sequence[StepExample], pad_id: int, with_response: bool
 
 
 class PointerHeads(nn.Module):
-    """W (H x H) of the element score and the kind head (H -> K)."""
+    """W (H x H) of the element score and the kind head (H -> K). W starts at I + N(0, 0.02^2), so
+    the first scores are the plain similarity q . e_i / sqrt(H) rather than noise."""
 
     def __init__(self, hidden: int, kinds: int = len(ACTION_KINDS)):
         super().__init__()

@@ -1,0 +1,66 @@
+"""Shipped checkpoints (`webrl:<name>`): resolution, prompt-settings check."""
+import json
+
+import pytest
+
+from webrl.models import shipped
+from webrl.policy.prompt import PromptConfig
+
+
+def test_unknown_shipped_name_lists_the_shipped_ones(tmp_path, monkeypatch):
+    (tmp_path / "tiny-x").mkdir()
+    (tmp_path / "tiny-x" / "config.json").write_text("{}")
+    monkeypatch.setattr(shipped, "ASSETS", tmp_path)
+    assert shipped.resolve_shipped("webrl:tiny-x") == str(tmp_path / "tiny-x")
+    assert shipped.resolve_shipped("/some/folder") == "/some/folder"  # not an alias: unchanged
+    with pytest.raises(FileNotFoundError, match=r"no shipped checkpoint 'webrl:tiny-y'; shipped: webrl:tiny-x"):
+        shipped.resolve_shipped("webrl:tiny-y")
+
+
+def test_prompt_settings_mismatch_names_each_key(tmp_path):
+    (tmp_path / "webrl_prompt.json").write_text(json.dumps({"action_format": "compact", "think": False,
+                                                            "max_pixels": 12544}))
+    shipped.check_prompt_matches(str(tmp_path), PromptConfig(action_format="compact", think=False, max_pixels=12544))
+    with pytest.raises(ValueError) as e:
+        shipped.check_prompt_matches(str(tmp_path), PromptConfig(action_format="som", think=False))
+    assert "generator.prompt.action_format='som' (trained with 'compact')" in str(e.value)
+    assert "generator.prompt.max_pixels=1003520 (trained with 12544)" in str(e.value)
+    assert "think" not in str(e.value)
+    shipped.check_prompt_matches(str(tmp_path / "none"), PromptConfig())  # no file: nothing to check
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.browser
+@pytest.mark.timeout(900)
+def test_shipped_checkpoint_meets_its_model_card(tmp_path, monkeypatch):
+    """`webrl eval` of webrl:tiny-webagent, offline, on the fixed held-out sample its model card
+    reports (`webrl_card.json`'s `test_sample`: config overrides, the sites port, and the
+    success and valid-action rate measured with them). With one env slot and a fixed port the
+    prompts are identical between runs and greedy decoding repeats the card's figures; the
+    margins (one task, 5 points of valid actions) absorb a flipped argmax between CPU builds."""
+    import os
+
+    from webrl.config import load_config
+    from webrl.models.shipped import ASSETS, resolve_shipped
+    from webrl.train_config import WebRLConfig
+    from webrl.trainer import Trainer
+    from webrl.types import load_trajectories
+
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"  # set by tests/conftest.py: no hub access
+    folder = resolve_shipped("webrl:tiny-webagent")
+    card = json.loads((ASSETS / "tiny-webagent" / "webrl_card.json").read_text())
+    sample = card["test_sample"]
+    assert f"success {sample['success']:.3f}" in (ASSETS / "tiny-webagent" / "MODEL_CARD.md").read_text()
+    for key, value in sample["env"].items():  # the env workers (Ray actors) inherit it
+        monkeypatch.setenv(key, value)
+    config = load_config(WebRLConfig, "default", [*sample["overrides"], f"run.run_dir={tmp_path / 'eval'}",
+                                                  f"model.path={folder}", "eval.export_om2w=false"])
+    summary = Trainer(config).run_eval()
+    assert summary.tasks == sample["tasks"] and summary.dropped == 0
+    assert summary.success >= sample["success"] - sample["margin_tasks"] / sample["tasks"], (summary, sample)
+    (log,) = (tmp_path / "eval" / "trajectories").glob("*.jsonl")
+    turns = [t for traj in load_trajectories(log) for t in traj.turns]
+    valid = sum(t.parse_error is None for t in turns) / len(turns)
+    # a random-init model of the same size parses ~0% of its responses
+    assert valid >= sample["valid_action_rate"] - sample["margin_valid_action_rate"], valid

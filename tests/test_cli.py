@@ -67,11 +67,18 @@ def test_sft_then_eval_of_its_checkpoint_and_of_an_endpoint(tmp_path, capsys):
     import json
     from pathlib import Path
 
-    assert main(["sft", "--config", "smoke", f"run.run_dir={tmp_path / 'sft'}", "sft.demos=2"]) == 0
+    assert main(["sft", "--config", "smoke", f"run.run_dir={tmp_path / 'sft'}", "sft.demos=2",
+                 "sft.batch_size=2", "sft.curriculum=[[0,2]]"]) == 0
     out = capsys.readouterr().out
     hf = Path(out.split("SFT checkpoint (Hugging Face folder): ")[1].split()[0])
     assert hf == tmp_path / "sft" / "sft" / "hf" and (hf / "config.json").exists()
     assert not (tmp_path / "sft" / "checkpoints").exists()  # only the SFT stage ran
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    passes = [r for r in rows if r.get("stage") == "sft"]
+    assert [r["epoch"] for r in passes] == [1, 2]  # the curriculum's one phase: 2 passes
+    for r in passes:  # one optimizer step per 2 turns (2 level-0 demos: 2 turns each, click + stop)
+        assert r["optimizer_steps"] == -(-r["samples"] // 2) and r["samples"] >= 2
+    assert json.loads((hf / "webrl_prompt.json").read_text())["action_format"] == "som"  # smoke's prompt format
 
     assert main(["eval", str(hf.parent), "--config", "smoke", f"run.run_dir={tmp_path / 'ev'}",
                  "tasks.eval_tasks=2", "rollout.max_turns=1"]) == 0

@@ -36,13 +36,16 @@ class Command:
     """"module:function" taking the config instance."""
     positional: Optional[str] = None
     """Name of a config field that may also be given as the first positional argument."""
+    preset: Optional[str] = None
+    """Preset used when no --config is given (None: the dataclass defaults)."""
 
 
 _TRAIN_SCHEMA = "webrl.train_config:WebRLConfig"
 
 COMMANDS: dict[str, Command] = {
-    "train": Command("run the main job: evaluate, SFT on oracle demos, GRPO iterations, evaluate (Trainer.fit)",
-                     _TRAIN_SCHEMA, "webrl.cli:train_main"),
+    "train": Command("run the main job: evaluate, (SFT,) GRPO iterations, evaluate (Trainer.fit); "
+                     "without --config the embedded default (GRPO from webrl:tiny-webagent)",
+                     _TRAIN_SCHEMA, "webrl.cli:train_main", preset="default"),
     "sft": Command("run only the SFT stage (oracle demos or sft.demos_dir) and save its checkpoint",
                    _TRAIN_SCHEMA, "webrl.cli:sft_main"),
     "eval": Command("evaluate a checkpoint (model.path, or the first argument) or an OpenAI-compatible endpoint "
@@ -180,7 +183,7 @@ def run_command(name: str, args: argparse.Namespace) -> int:
         for key, tp, default, doc in describe(schema):
             print(f"{key} ({tp}, default {default!r})\n    {doc}")
         return 0
-    config = load_config(schema, args.config, args.args)
+    config = load_config(schema, args.config or cmd.preset, args.args)
     main: Callable = _resolve(cmd.main)
     return int(main(config) or 0)
 

@@ -1,0 +1,137 @@
+"""Held-out success of GRPO from the shipped SFT checkpoint, before RL and after each block of
+iterations, for several seeds: the evidence that the RL works.
+
+    .venv/bin/python benchmarks/learning_curve.py [--seeds 0 1 2] [--config default]
+        [--block 2] [--out runs/learning_curve] [key=value ...]
+
+Each seed is one run of the main job on `--config` (the embedded default: GRPO on sandbox
+widgets tasks from `webrl:tiny-webagent`) with `run.seed=SEED` and `trainer.eval_every=BLOCK`:
+greedy evaluation on the same held-out test-split tasks (fixed by the seed) before RL and after
+every BLOCK iterations. The seed changes the rollout samples and the evaluation draw; the
+starting weights are the same. Writes `curve.json`, `curve.md` (a table: success per seed and
+block, mean, wall time) and `curve.png` (drawn with PIL) under `--out/<time>/`.
+
+Success figures are shares of `tasks.eval_tasks` episodes: report them with that count (one
+task is 1/eval_tasks). Results measured on this project's machines are in the closing notes of
+the main-job issue and in README's "Learning curve" paragraph.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def run_seed(config_name: str, seed: int, block: int, out: Path, overrides: list[str]) -> dict:
+    """One run: {"seed", "points": [(iteration, success, wall_s)], "wall_s"}."""
+    from webrl.config import load_config
+    from webrl.train_config import WebRLConfig
+    from webrl.trainer import Trainer
+
+    run_dir = out / f"seed{seed}"
+    config = load_config(WebRLConfig, config_name, [*overrides, f"run.seed={seed}", f"trainer.eval_every={block}",
+                                                     f"run.run_dir={run_dir}"])
+    t0 = time.monotonic()
+    Trainer(config).fit()
+    wall = time.monotonic() - t0
+    return {"seed": seed, "points": eval_points(run_dir / "metrics.jsonl"), "wall_s": wall}
+
+
+def eval_points(metrics_file: Path) -> list[tuple[int, float, float]]:
+    """(iteration, held-out success, seconds since the run's first record) of every evaluation
+    row in a run's metrics.jsonl: "before" is iteration 0, "iteration k" is k."""
+    rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+    start = rows[0]["time"] if rows else 0.0
+    points = []
+    for r in rows:
+        if r.get("stage") != "eval":
+            continue
+        label = r["label"]
+        if label == "before":
+            it = 0
+        elif label.startswith("iteration "):
+            it = int(label.split()[1])
+        else:
+            continue
+        points.append((it, float(r["success"]), float(r["time"] - start)))
+    return points
+
+
+def table(runs: list[dict], eval_tasks: int) -> str:
+    iters = sorted({it for r in runs for it, _, _ in r["points"]})
+    head = "| iteration | " + " | ".join(f"seed {r['seed']}" for r in runs) + " | mean | wall s (mean) |"
+    lines = [head, "|" + "---|" * (len(runs) + 3)]
+    for it in iters:
+        vals = [next((s for i, s, _ in r["points"] if i == it), None) for r in runs]
+        walls = [next((w for i, _, w in r["points"] if i == it), None) for r in runs]
+        got = [v for v in vals if v is not None]
+        mean = sum(got) / len(got) if got else float("nan")
+        wall = [w for w in walls if w is not None]
+        lines.append(f"| {'before RL' if it == 0 else it} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in vals)
+                     + f" | {mean:.3f} | {sum(wall) / max(len(wall), 1):.0f} |")
+    lines.append(f"\nSuccess = share of {eval_tasks} held-out episodes (greedy); one episode = {1 / eval_tasks:.3f}.")
+    lines.append("Run wall time per seed (s): " + ", ".join(f"{r['seed']}: {r['wall_s']:.0f}" for r in runs))
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict], path: Path) -> None:
+    """Success vs iteration, one line per seed and a thick mean line, on a 640x400 PNG."""
+    from PIL import Image, ImageDraw
+
+    w, h, m = 640, 400, 50
+    img = Image.new("RGB", (w, h), "white")
+    d = ImageDraw.Draw(img)
+    iters = sorted({it for r in runs for it, _, _ in r["points"]}) or [0]
+    top = max(1.0, max((s for r in runs for _, s, _ in r["points"]), default=0.0))
+    x = lambda it: m + (w - 2 * m) * (it / max(iters[-1], 1))  # noqa: E731
+    y = lambda s: h - m - (h - 2 * m) * (s / top)  # noqa: E731
+    d.line([(m, m), (m, h - m), (w - m, h - m)], fill="black")
+    for k in range(0, 11, 2):
+        d.text((5, y(top * k / 10) - 5), f"{top * k / 10:.1f}", fill="black")
+    for it in iters:
+        d.text((x(it) - 4, h - m + 6), str(it), fill="black")
+    d.text((w // 2 - 60, h - 20), "GRPO iteration", fill="black")
+    d.text((m, 10), "held-out success (greedy) per seed; black = mean", fill="black")
+    colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
+    for n, r in enumerate(runs):
+        pts = [(x(i), y(s)) for i, s, _ in sorted(r["points"])]
+        if len(pts) > 1:
+            d.line(pts, fill=colours[n % len(colours)], width=2)
+    mean = []
+    for it in iters:
+        vals = [s for r in runs for i, s, _ in r["points"] if i == it]
+        mean.append((x(it), y(sum(vals) / len(vals))))
+    if len(mean) > 1:
+        d.line(mean, fill="black", width=4)
+    img.save(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--config", default="default")
+    p.add_argument("--block", type=int, default=2, help="GRPO iterations between evaluations")
+    p.add_argument("--out", default="runs/learning_curve")
+    p.add_argument("overrides", nargs="*", metavar="key=value")
+    args = p.parse_args(argv)
+    out = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [run_seed(args.config, seed, args.block, out, args.overrides) for seed in args.seeds]
+    from webrl.config import load_config
+    from webrl.train_config import WebRLConfig
+
+    eval_tasks = load_config(WebRLConfig, args.config, args.overrides).tasks.eval_tasks
+    (out / "curve.json").write_text(json.dumps({"config": args.config, "overrides": args.overrides,
+                                                "block": args.block, "eval_tasks": eval_tasks, "runs": runs}, indent=1))
+    text = table(runs, eval_tasks)
+    (out / "curve.md").write_text(text + "\n")
+    plot(runs, out / "curve.png")
+    print(text)
+    print(f"written: {out}/curve.md, curve.json, curve.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

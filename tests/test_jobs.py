@@ -91,12 +91,16 @@ def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
                 time.sleep(2)
         assert client is not None, "the head's job server never answered"
         runtime_env = {"excludes": EXCLUDES}
-        submit = subprocess.run(
-            [str(venv_bin / "ray"), "job", "submit", "--address", address, "--submission-id", "webrl-smoke",
-             "--no-wait", "--working-dir", ".", "--runtime-env-json", json.dumps(runtime_env), "--",
-             "python", "examples/train_online_mind2web.py", "--config", "smoke", f"run.output_dir={out_dir}",
-             "trainer.iterations=1", "tasks.tasks_per_iteration=1", "tasks.eval_tasks=1", "sft.demos=2"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        for _ in range(10):  # under load the job server answers before its agent is registered
+            submit = subprocess.run(
+                [str(venv_bin / "ray"), "job", "submit", "--address", address, "--submission-id", "webrl-smoke",
+                 "--no-wait", "--working-dir", ".", "--runtime-env-json", json.dumps(runtime_env), "--",
+                 "python", "examples/train_online_mind2web.py", "--config", "smoke", f"run.output_dir={out_dir}",
+                 "trainer.iterations=1", "tasks.tasks_per_iteration=1", "tasks.eval_tasks=1", "sft.demos=2"],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+            if submit.returncode == 0 or "No available agent" not in submit.stdout + submit.stderr:
+                break
+            time.sleep(6)
         assert submit.returncode == 0, submit.stdout[-2000:] + submit.stderr[-2000:]
         deadline = time.monotonic() + 1500
         status = client.get_job_status("webrl-smoke")

@@ -51,8 +51,10 @@ Earlier runs under heavier load (36 -> 8) gave the same picture with noisier wal
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -62,24 +64,37 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+RANDOM_INIT_MAX_PIXELS = 48 * 28 * 28
+TARGET_FEATURES = ("visual", "text", "both")
 
-def run_episode(env, task, policy, max_steps: int) -> dict:
-    """One episode of `policy` on `task`; per-step oracle agreement, tokens, policy seconds, path."""
+
+def run_episode(env, task, policy, max_steps: int, screenshot: str = "som") -> dict:
+    """One episode of `policy` on `task`; per-step oracle agreement, tokens, policy seconds, path.
+
+    `screenshot` is the generator's prompt source ("som" or "raw", `PromptConfig.screenshot_source`).
+    Besides exact agreement ("ok"), "element_steps" counts steps whose oracle action names an
+    element and "element_ok" those where the policy's action names the same element.
+    """
     from webrl.actions import Action
     from webrl.envs.observation import oracle_view
     from webrl.policy.head_features import MarkedObservation
     from webrl.policy.types import PolicyRequest
 
     obs, info = env.reset(options={"task": task})
-    history, stats = [], {"steps": 0, "ok": 0, "tokens": 0, "seconds": 0.0, "heads": 0, "reward": 0.0}
+    history = []
+    stats = {"steps": 0, "ok": 0, "tokens": 0, "seconds": 0.0, "heads": 0, "reward": 0.0,
+             "element_steps": 0, "element_ok": 0}
     for _ in range(max_steps):
-        observation = MarkedObservation.from_env(obs, info)
+        observation = MarkedObservation.from_env(obs, info, screenshot)
         oracle = task.oracle_action(oracle_view(obs, info)) or Action.stop()
         t0 = time.perf_counter()
         d = policy.act([PolicyRequest(observation, list(history))])[0]
         stats["seconds"] += time.perf_counter() - t0
         stats["steps"] += 1
         stats["ok"] += int(d.action == oracle)
+        if oracle.element is not None:
+            stats["element_steps"] += 1
+            stats["element_ok"] += int(d.action is not None and d.action.element == oracle.element)
         stats["tokens"] += getattr(d, "generated_tokens", len(d.response_ids))
         stats["heads"] += int(getattr(d, "decided_by", "generator").startswith("heads"))
         history.append(d.to_turn(observation))
@@ -90,22 +105,97 @@ def run_episode(env, task, policy, max_steps: int) -> dict:
     return stats
 
 
-def evaluate(env, tasks, policy, max_steps: int) -> dict:
-    """Step success, task success, generated tokens and policy seconds per step, heads share."""
-    total = {"steps": 0, "ok": 0, "tokens": 0, "seconds": 0.0, "heads": 0, "reward": 0.0}
+def evaluate(env, tasks, policy, max_steps: int, screenshot: str = "som") -> dict:
+    """Step success, task success, element accuracy, generated tokens and policy seconds per step,
+    heads share."""
+    total = {"steps": 0, "ok": 0, "tokens": 0, "seconds": 0.0, "heads": 0, "reward": 0.0,
+             "element_steps": 0, "element_ok": 0}
     for task in tasks:
-        for k, v in run_episode(env, task, policy, max_steps).items():
+        for k, v in run_episode(env, task, policy, max_steps, screenshot).items():
             total[k] += v
     n = max(1, total["steps"])
     return {"step_success": total["ok"] / n, "task_success": total["reward"] / len(tasks),
+            "element_accuracy": total["element_ok"] / max(1, total["element_steps"]),
             "generated_tokens_per_step": total["tokens"] / n, "seconds_per_step": total["seconds"] / n,
-            "heads_share": total["heads"] / n, "steps": total["steps"], "episodes": len(tasks)}
+            "heads_share": total["heads"] / n, "steps": total["steps"], "element_steps": total["element_steps"],
+            "episodes": len(tasks)}
+
+
+def generator_prompt(path, max_pixels=None):
+    """The `PromptConfig` the benchmark's generator uses for the checkpoint at `path`.
+
+    A checkpoint with `webrl_prompt.json` (shipped ones, SFT outputs) gets exactly the settings it
+    was trained with (keys that are not `PromptConfig` fields are ignored); `max_pixels`, when
+    given, overrides the screenshot size. Without the file (the random-init model): Set-of-Mark
+    JSON calls, no reasoning, min_pixels 1024, max_pixels `max_pixels` or 48*28*28.
+    """
+    from webrl.models.shipped import trained_prompt
+    from webrl.policy import PromptConfig
+
+    settings = trained_prompt(str(path))
+    if not settings:
+        return PromptConfig(action_format="som", think=False, min_pixels=1024,
+                            max_pixels=max_pixels or RANDOM_INIT_MAX_PIXELS)
+    fields = {f.name for f in dataclasses.fields(PromptConfig)}
+    settings = {k: v for k, v in settings.items() if k in fields}
+    if max_pixels:
+        settings.update(max_pixels=max_pixels, min_pixels=min(settings.get("min_pixels", max_pixels), max_pixels))
+    return PromptConfig(**settings)
+
+
+def build_generator(path, max_new_tokens: int, max_pixels=None):
+    """(GeneratorPolicy, model): the frozen greedy generator at `path` with its own prompt settings."""
+    from webrl.models import load_model
+    from webrl.policy import GeneratorConfig, GeneratorPolicy, SamplingConfig
+
+    model, processor = load_model(str(path))
+    return GeneratorPolicy(model, processor, GeneratorConfig(
+        prompt=generator_prompt(path, max_pixels),
+        sampling=SamplingConfig(greedy=True, max_new_tokens=max_new_tokens))), model
+
+
+def record(work: Path, a, session) -> float:
+    """Oracle demonstrations in work/train and work/test (kept across runs); seconds spent.
+
+    Each split is recorded into `<split>.partial` and renamed when complete, so an interrupted
+    recording is redone rather than reused.
+    """
+    from webrl.envs.sites.cli import record_demos
+
+    t0 = time.perf_counter()
+    for split, n, seed in (("train", a.train_episodes, 1), ("test", a.test_episodes, 2)):
+        if (work / split / "demos.jsonl").exists():
+            continue
+        part = work / f"{split}.partial"
+        shutil.rmtree(part, ignore_errors=True)
+        record_demos(n, part, seed=seed, levels=a.levels, sites=a.sites, split=split,
+                     viewport=a.viewport, session=session)
+        part.rename(work / split)
+    return time.perf_counter() - t0
+
+
+def fit_heads(gen, model, work: Path, target_features: str, a) -> tuple:
+    """(heads, report): heads of `target_features` trained on work/train, scored on work/test."""
+    from webrl.policy.heads import HeadsConfig
+    from webrl.policy.heads_train import HeadsTrainConfig, evaluate_heads, extract, logged_steps, train_heads
+    from webrl.policy.synthetic_som import chance_levels
+
+    hc, t0 = HeadsConfig(layer=a.layer, query=a.query, target_features=target_features), time.perf_counter()
+    train_pairs, test_pairs = logged_steps([work / "train"]), logged_steps([work / "test"])
+    feats = extract(gen, train_pairs, hc)
+    heads, losses = train_heads(feats, model.config.text_config.hidden_size, hc,
+                                HeadsTrainConfig(epochs=a.heads_epochs))
+    report = {"config": dataclasses.asdict(hc), "train_steps": len(train_pairs), "final_loss": losses[-1],
+              "train": evaluate_heads(heads, feats), "held_out": evaluate_heads(heads, extract(gen, test_pairs, hc)),
+              "held_out_chance": chance_levels(test_pairs), "seconds": time.perf_counter() - t0}
+    return heads, report
 
 
 def _args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--family", default="qwen2.5-vl")
-    p.add_argument("--generator", default=None, help="generator checkpoint (default: tiny random model)")
+    p.add_argument("--generator", default=None,
+                   help="generator checkpoint, e.g. webrl:tiny-webagent (default: tiny random model)")
     p.add_argument("--train-episodes", type=int, default=60)
     p.add_argument("--test-episodes", type=int, default=16)
     p.add_argument("--sites", nargs="+", default=["shop", "travel", "wiki", "widgets"])
@@ -113,10 +203,23 @@ def _args(argv):
     p.add_argument("--thresholds", type=float, nargs=3, default=[0.5, 0.8, 0.95])
     p.add_argument("--max-steps", type=int, default=6)
     p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--max-pixels", type=int, default=48 * 28 * 28)
+    p.add_argument("--max-pixels", type=int, default=None,
+                   help="screenshot area bound (default: the checkpoint's webrl_prompt.json, else 48*28*28)")
+    p.add_argument("--viewport", default="640x480",
+                   help="browser viewport of demos and episodes (tiny-webagent was trained at 640x480)")
+    p.add_argument("--target-features", nargs="+", choices=TARGET_FEATURES, default=["visual"],
+                   help="HeadsConfig.target_features; several: one set of heads (and cascades) each")
+    p.add_argument("--layer", type=int, default=-1, help="HeadsConfig.layer")
+    p.add_argument("--query", default="last+goal", help="HeadsConfig.query")
+    p.add_argument("--heads-epochs", type=int, default=60, help="HeadsTrainConfig.epochs")
     p.add_argument("--work", default=None, help="folder for demos (default: a temp folder)")
     p.add_argument("--json", default=None)
     return p.parse_args(argv)
+
+
+def policy_name(target_features: str, threshold: float, several: bool) -> str:
+    """`cascade@0.5`, or `cascade[text]@0.5` when several target features are compared."""
+    return f"cascade[{target_features}]@{threshold}" if several else f"cascade@{threshold}"
 
 
 def main(argv=None) -> dict:
@@ -125,48 +228,32 @@ def main(argv=None) -> dict:
     import numpy as np
 
     from webrl.envs import BrowserSession, WebEnv, WebEnvConfig
-    from webrl.envs.sites.cli import record_demos
     from webrl.envs.sites.source import SandboxTaskSource
-    from webrl.models import load_model, tiny_model
-    from webrl.policy import GeneratorConfig, GeneratorPolicy, PromptConfig, SamplingConfig
+    from webrl.models import tiny_model
     from webrl.policy.cascade import CascadeConfig, CascadePolicy
-    from webrl.policy.heads import HeadsConfig
-    from webrl.policy.heads_train import evaluate_heads, extract, logged_steps, train_heads
-    from webrl.policy.synthetic_som import chance_levels
 
     work = Path(a.work or tempfile.mkdtemp(prefix="cascade-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
     session = BrowserSession()
     report = {"args": vars(a), "loadavg_start": open("/proc/loadavg").read().split()[:3]}
     try:
-        t0 = time.perf_counter()
-        for split, n, seed in (("train", a.train_episodes, 1), ("test", a.test_episodes, 2)):
-            if not (work / split / "demos.jsonl").exists():
-                record_demos(n, work / split, seed=seed, levels=a.levels, sites=a.sites, split=split,
-                             viewport="small", session=session)
-        report["demo_seconds"] = time.perf_counter() - t0
+        report["demo_seconds"] = record(work, a, session)
         path = a.generator or tiny_model(a.family, out_dir=work / f"tiny-{a.family}", seed=0)
-        model, processor = load_model(path)
-        gen = GeneratorPolicy(model, processor, GeneratorConfig(
-            prompt=PromptConfig(action_format="som", think=False, min_pixels=1024, max_pixels=a.max_pixels),
-            sampling=SamplingConfig(greedy=True, max_new_tokens=a.max_new_tokens)))
-        hc, t0 = HeadsConfig(), time.perf_counter()
-        train_pairs, test_pairs = logged_steps([work / "train"]), logged_steps([work / "test"])
-        feats = extract(gen, train_pairs, hc)
-        heads, _ = train_heads(feats, model.config.text_config.hidden_size, hc)
-        report["heads"] = {"train": evaluate_heads(heads, feats),
-                           "held_out": evaluate_heads(heads, extract(gen, test_pairs, hc)),
-                           "held_out_chance": chance_levels(test_pairs), "seconds": time.perf_counter() - t0}
-        print(json.dumps(report["heads"]), flush=True)
+        gen, model = build_generator(path, a.max_new_tokens, a.max_pixels)
+        report["prompt"] = dataclasses.asdict(gen.config.prompt)
+        policies, several = [("generator", gen)], len(a.target_features) > 1
+        for tf in a.target_features:
+            heads, report[f"heads[{tf}]"] = fit_heads(gen, model, work, tf, a)
+            print(f"heads[{tf}]", json.dumps(report[f"heads[{tf}]"]), flush=True)
+            policies += [(policy_name(tf, th, several), CascadePolicy(gen, heads, CascadeConfig(
+                threshold=th, max_text_tokens=a.max_new_tokens))) for th in a.thresholds]
         source = SandboxTaskSource(sites=tuple(a.sites), levels=tuple(a.levels), split="test")
         rng = np.random.default_rng(3)
         tasks = [source.sample(rng) for _ in range(a.test_episodes)]
-        env = WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": "small"}}), session=session)
+        env = WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": a.viewport}}), session=session)
         try:
-            policies = [("generator", gen)] + [(f"cascade@{th}", CascadePolicy(gen, heads, CascadeConfig(
-                threshold=th, max_text_tokens=a.max_new_tokens)))
-                                               for th in a.thresholds]
             for name, policy in policies:
-                report[name] = evaluate(env, tasks, policy, a.max_steps)
+                report[name] = evaluate(env, tasks, policy, a.max_steps, gen.config.prompt.screenshot_source)
                 print(name, json.dumps(report[name]), flush=True)
         finally:
             env.close()

@@ -74,6 +74,9 @@ class ModelConfig:
     tiny_corpus: str = "default"
     """Tokenizer corpus of a tiny model: default (generic web-agent text) or sandbox (adds the
     sandbox sites' train-split goals and the compact prompts: ~15% fewer tokens on a sandbox page)."""
+    tiny_element_tokens: int = 0
+    """Element tokens `<e0>`.. and an element pointer in a tiny model (needed by
+    generator.prompt.action_format=pointer; 128 covers sandbox pages); 0 = none."""
 
     def __post_init__(self) -> None:
         if self.family not in MODEL_FAMILIES:
@@ -82,6 +85,8 @@ class ModelConfig:
             raise ConfigError(f"model.dtype must be float32 | bfloat16 | float16, got {self.dtype!r}")
         if self.tiny_hidden <= 0 or self.tiny_layers <= 0 or self.tiny_vocab < 300:
             raise ConfigError("model.tiny_hidden and model.tiny_layers must be positive and model.tiny_vocab >= 300")
+        if not 0 <= self.tiny_element_tokens <= self.tiny_vocab // 2:
+            raise ConfigError(f"model.tiny_element_tokens must be in [0, model.tiny_vocab / 2], got {self.tiny_element_tokens}")
         if self.tiny_corpus not in ("default", "sandbox"):
             raise ConfigError(f"model.tiny_corpus must be one of ('default', 'sandbox'), got {self.tiny_corpus!r}")
 

@@ -426,7 +426,9 @@ class Trainer:
             return str(out)
         seed = self.config.run.seed
         return str(tiny_model(m.family, corpus=corpus_lines(m.tiny_corpus, seed), out_dir=out, seed=seed,
-                              hidden=m.tiny_hidden, layers=m.tiny_layers, vocab_size=m.tiny_vocab))
+                              hidden=m.tiny_hidden, layers=m.tiny_layers, vocab_size=m.tiny_vocab,
+                              element_tokens=m.tiny_element_tokens))
+
     def _render_policy(self):
         """A GeneratorPolicy used only to render prompts (the SFT path shares rollout's code)."""
         from webrl.models import load_model

@@ -25,6 +25,20 @@ import torch
 from torch import Tensor, nn
 
 from webrl.kernels import token_logprobs
+from webrl.models.pointer import get_pointer, pointer_logits
+
+
+def pointer_token_logprobs(pointer, hidden: Tensor, input_ids: Tensor, weight: Tensor, temperature: float,
+                           mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(logprobs, entropy), each (B, T-1), of an element-pointer policy: the reference path of
+    `token_logprobs` on `pointer_logits` (webrl.models.pointer); 0 off `mask` (B, T-1)."""
+    prompt = torch.ones_like(input_ids, dtype=torch.bool)
+    prompt[:, 1:] = ~mask  # mask (B, T-1) marks response tokens 1..T-1: lines come from the prompt only
+    logits = pointer_logits(pointer, hidden, input_ids, weight, prompt)[:, :-1].float() / temperature  # (B, T-1, V)
+    logp = torch.log_softmax(logits, dim=-1)
+    lp = logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    ent = -(logp.exp() * logp).sum(-1)
+    return lp * mask, ent * mask
 
 
 def image_token_type_ids(input_ids: Tensor, image_token_id: int) -> Tensor:
@@ -84,8 +98,13 @@ class PolicyModule(nn.Module):
         hidden = out.last_hidden_state  # (B, T, H)
         mask = loss_mask[:, 1:].bool()  # (B, T-1): predicting token t from position t-1
         weight = self.model.lm_head.weight  # (V, H)
-        lp, ent = token_logprobs(hidden[:, :-1], weight.to(hidden.dtype), input_ids[:, 1:], temperature,
-                                 mask=mask)  # (B, T-1) each
+        pointer = get_pointer(self.model)
+        if pointer is not None:  # element-pointer policy: full logits (tiny V), element columns replaced
+            pointer._cache = None  # the backbone hook's keys (generation only): drop their graph
+            lp, ent = pointer_token_logprobs(pointer, hidden, input_ids, weight.to(hidden.dtype), temperature, mask)
+        else:
+            lp, ent = token_logprobs(hidden[:, :-1], weight.to(hidden.dtype), input_ids[:, 1:], temperature,
+                                     mask=mask)  # (B, T-1) each
         zeros = lp.new_zeros((lp.shape[0], 1))
         logprobs, entropy = torch.cat([zeros, lp], dim=1), torch.cat([zeros, ent], dim=1)  # (B, T)
         values = None

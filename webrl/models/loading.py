@@ -33,6 +33,8 @@ def load_model(name_or_path: str | os.PathLike, dtype: Any = "float32", device: 
     """
     from transformers import AutoConfig, AutoModelForImageTextToText
 
+    from webrl.models.pointer import CONFIG_KEY as POINTER_KEY
+    from webrl.models.pointer import attach_pointer, load_pointer_weights
     from webrl.models.processor import load_processor, register_processors
     from webrl.models.shipped import resolve_shipped
 
@@ -45,7 +47,15 @@ def load_model(name_or_path: str | os.PathLike, dtype: Any = "float32", device: 
         raise ValueError(f"{path}: model_type {config.model_type!r} is not a Qwen2.5-VL / Qwen3-VL model "
                          f"(expected 'qwen2_5_vl' or 'qwen3_vl')")
     extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    if getattr(config, POINTER_KEY, None):  # its weights are read by load_pointer_weights, not reported
+        from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+
+        cls = MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING[type(config)]
+        cls._keys_to_ignore_on_load_unexpected = list(cls._keys_to_ignore_on_load_unexpected or []) + [
+            p for p in (r"^element_pointer\.",) if p not in (cls._keys_to_ignore_on_load_unexpected or [])]
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch_dtype, **extra, **kwargs)
+    if attach_pointer(model) is not None:  # config.webrl_pointer: an element-pointer policy
+        load_pointer_weights(model, path)
     if device is not None:
         model = model.to(device)
     model.eval()

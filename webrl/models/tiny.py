@@ -53,6 +53,9 @@ class TinyModelConfig:
     """Default image budget of the processor, in merged visual tokens (max_pixels = this * factor^2)."""
     min_image_tokens: int = 4
     """Default minimum image size, in merged visual tokens (min_pixels = this * factor^2)."""
+    element_tokens: int = 0
+    """Element tokens `<e0>`.. in the tokenizer (within vocab_size) and an element pointer in the
+    model (`webrl.models.pointer`, for action_format="pointer"); 0 = none."""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -65,6 +68,8 @@ class TinyModelConfig:
         for name in ("layers", "vision_depth", "vocab_size", "max_image_tokens", "min_image_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TinyModelConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.element_tokens <= self.vocab_size // 2:
+            raise ValueError(f"TinyModelConfig.element_tokens must be in [0, vocab_size / 2], got {self.element_tokens}")
 
     @property
     def patch_size(self) -> int:
@@ -145,11 +150,15 @@ def tiny_model(family: str = "qwen2.5-vl", corpus: Optional[Iterable[str]] = Non
     cfg = TinyModelConfig(family=family, hidden=hidden, layers=layers, **sizes)
     register_processors()
     lines = list(corpus) if corpus is not None else default_corpus(seed)
-    tokenizer = train_tokenizer(lines, vocab_size=cfg.vocab_size)
+    tokenizer = train_tokenizer(lines, vocab_size=cfg.vocab_size, element_tokens=cfg.element_tokens)
     config = model_config(cfg, tokenizer)
     cls = image_only_processor_class(config.model_type)
     processor = cls(image_processor(cfg), tokenizer, chat_template=tokenizer.chat_template)
 
+    if cfg.element_tokens:
+        from webrl.models.pointer import CONFIG_KEY, pointer_spec
+
+        setattr(config, CONFIG_KEY, pointer_spec(tokenizer, cfg.element_tokens))
     model = _random_model(config, seed)
     stop_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
     model.generation_config = GenerationConfig(
@@ -168,7 +177,10 @@ def _random_model(config, seed: int):
     import torch
     from transformers import AutoModelForImageTextToText
 
+    from webrl.models.pointer import attach_pointer
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
+        attach_pointer(model)  # when config.webrl_pointer is set
     return model

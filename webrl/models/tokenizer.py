@@ -55,11 +55,13 @@ CHAT_TEMPLATE = (
 )
 
 
-def train_tokenizer(lines: Iterable[str], vocab_size: int = 1024, min_frequency: int = 2):
+def train_tokenizer(lines: Iterable[str], vocab_size: int = 1024, min_frequency: int = 2,
+                    element_tokens: int = 0):
     """Train a byte-level BPE `PreTrainedTokenizerFast` on `lines`. Deterministic for fixed lines.
 
-    vocab_size counts the 256 byte symbols and the 11 Qwen tokens; the result has at most
-    that many ids.
+    vocab_size counts the 256 byte symbols, the 11 Qwen tokens and `element_tokens` added tokens
+    `<e0>`, `<e1>`, ... (consecutive ids after the others, for the element pointer:
+    `webrl.models.pointer`); the result has at most that many ids.
     """
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -72,11 +74,15 @@ def train_tokenizer(lines: Iterable[str], vocab_size: int = 1024, min_frequency:
     tok.decoder = decoders.ByteLevel()
     specials = list(SPECIAL_TOKENS) + list(ADDED_TOKENS)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+        vocab_size=vocab_size - element_tokens, min_frequency=min_frequency, show_progress=False,
         special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(list(lines), trainer=trainer)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    if element_tokens:
+        from webrl.models.pointer import element_token_names
+
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in element_token_names(element_tokens)])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         padding_side="left", clean_up_tokenization_spaces=False, model_max_length=32768,

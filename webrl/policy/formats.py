@@ -15,6 +15,10 @@ at one token (`</tool_call>`) whatever the format. Formats (`make_format(name, f
   OpenWebRL; scroll takes a direction and a viewport fraction instead of Qwen's wheel pixels
   (webrl's `Action` convention).
 - "compact": the env's compact grammar (`webrl.actions`), e.g. `<tool_call>click(12)</tool_call>`.
+- "pointer": compact with element tokens: the prompt lists `<e12> link "Blog"` and the model
+  answers `<tool_call>click(<e12>)</tool_call>`; the model's element pointer scores the listed
+  lines for the `<e..>` token (`webrl.models.pointer`). Ids >= POINTER_ELEMENTS stay `[n]` in the
+  list (not choosable by the pointer); `click(12)` with digits still parses.
 
 Parsing is tolerant of form (whitespace, `<think>` reasoning before the call, a missing
 closing tag when generation stopped there, ```json fences) and strict on meaning (unknown
@@ -32,7 +36,11 @@ from webrl.policy.images import ImageGeometry
 
 TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
 THINK_RE = re.compile(r"<think>.*?</think>", re.S)
-FORMAT_NAMES = ("som", "computer_use", "compact")
+FORMAT_NAMES = ("som", "computer_use", "compact", "pointer")
+POINTER_ELEMENTS = 128
+_LIST_ID_RE = re.compile(r"^\[(\d+)\] ", re.M)
+_FIRST_INT_RE = re.compile(r"^(\w+)\((\d+)")
+_ELEMENT_TOKEN_RE = re.compile(r"^(\w+)\(\s*<e(\d+)>")
 
 
 def strip_thinking(text: str) -> str:
@@ -146,6 +154,30 @@ class CompactFormat:
         return ParseError(parsed.message, text) if isinstance(parsed, ParseError) else parsed
 
 
+class PointerFormat(CompactFormat):
+    """Compact actions whose element is an element token (`click(<e3>)`), for pointer models."""
+
+    name = "pointer"
+
+    def render(self, action: Action, geometry: Optional[ImageGeometry] = None) -> str:
+        body = format_compact(action)
+        if action.element is not None and action.element < POINTER_ELEMENTS:
+            body = _FIRST_INT_RE.sub(lambda m: f"{m[1]}(<e{m[2]}>", body, count=1)
+        return f"<tool_call>{body}</tool_call>"
+
+    def parse(self, text: str, geometry: Optional[ImageGeometry] = None) -> Action | ParseError:
+        body = extract_call(text)
+        if isinstance(body, ParseError):
+            return body
+        parsed = parse_compact(_ELEMENT_TOKEN_RE.sub(lambda m: f"{m[1]}({m[2]}", body.strip(), count=1))
+        return ParseError(parsed.message, text) if isinstance(parsed, ParseError) else parsed
+
+    @staticmethod
+    def render_elements(elements_text: str) -> str:
+        """`[7] link "Blog"` lines -> `<e7> link "Blog"` (ids below POINTER_ELEMENTS)."""
+        return _LIST_ID_RE.sub(lambda m: f"<e{m[1]}> " if int(m[1]) < POINTER_ELEMENTS else m[0], elements_text)
+
+
 def make_format(name: str, family: str = "qwen2.5-vl") -> ActionFormat:
     """The action format `name` for a model `family` (which fixes computer-use coordinates)."""
     from webrl.policy.computer_use import ComputerUseFormat
@@ -154,6 +186,8 @@ def make_format(name: str, family: str = "qwen2.5-vl") -> ActionFormat:
         return SetOfMarkFormat()
     if name == "compact":
         return CompactFormat()
+    if name == "pointer":
+        return PointerFormat()
     if name == "computer_use":
         if family not in ("qwen2.5-vl", "qwen3-vl"):
             raise ValueError(f"family must be 'qwen2.5-vl' or 'qwen3-vl', got {family!r}")

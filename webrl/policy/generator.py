@@ -80,6 +80,10 @@ class GeneratorPolicy:
         self.config = config or GeneratorConfig()
         self.family = family or model_family(model)
         self.tokenizer = processor.tokenizer
+        if self.config.prompt.action_format == "pointer" and getattr(model, "element_pointer", None) is None:
+            raise ValueError("generator.prompt.action_format='pointer' needs a model with an element pointer "
+                             "(a tiny model with model.tiny_element_tokens=128, or a pointer checkpoint: "
+                             "config.json has 'webrl_pointer')")
         ip = processor.image_processor
         self.builder = PromptBuilder(self.config.prompt, self.family, self.count_text_tokens,
                                      factor=ip.patch_size * ip.merge_size)

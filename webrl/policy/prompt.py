@@ -205,7 +205,8 @@ class PromptBuilder:
         if current and obs.tabs:
             lines.append(f"Open tabs:\n{obs.tabs}")
         if obs.elements_text and (current or self.config.history_elements):
-            lines.append(f"Elements:\n{obs.elements_text}")
+            render = getattr(self.format, "render_elements", None)
+            lines.append(f"Elements:\n{render(obs.elements_text) if render else obs.elements_text}")
         return "\n".join(lines)
 
     def messages(self, request: PolicyRequest, drop: int = 0) -> list[Message]:

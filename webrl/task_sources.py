@@ -1,6 +1,7 @@
 """Task sources of a run: `tasks` config -> (training source, evaluation source).
 
-    sandbox   SandboxTaskSource, train split for training, test split (unseen entities) for eval
+    sandbox   SandboxTaskSource, train split for training, `tasks.eval_split` for eval (test:
+              unseen entities; train: fresh seeds over the training entities)
     miniwob   MiniWoBTaskSource over `tasks.miniwob` names (fresh seeds; eval draws other seeds)
     file      a live-web tasks file (envs/loaders.py): both draw from it; eval takes the file's
               first `tasks.eval_tasks` tasks in order, each once (a benchmark run, not a sample)
@@ -42,7 +43,7 @@ def task_sources(tasks: TasksConfig, max_steps: int = 30) -> tuple[Any, Any]:
 
         return (SandboxTaskSource(sites=tuple(tasks.sites), levels=tuple(tasks.train_levels), split="train",
                                   start_server=False),
-                SandboxTaskSource(sites=tuple(tasks.sites), levels=tuple(tasks.eval_levels), split="test",
+                SandboxTaskSource(sites=tuple(tasks.sites), levels=tuple(tasks.eval_levels), split=tasks.eval_split,
                                   start_server=False))
     if tasks.source == "miniwob":
         from webrl.envs.miniwob import MiniWoBTaskSource

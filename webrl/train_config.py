@@ -34,7 +34,11 @@ class TasksConfig:
     train_levels: list[int] = field(default_factory=lambda: [0])
     """Difficulty levels of training tasks (0: one step, 1: 2-4 steps, 2: 5-15 steps)."""
     eval_levels: list[int] = field(default_factory=lambda: [0])
-    """Difficulty levels of the held-out evaluation tasks (test split: unseen entities)."""
+    """Difficulty levels of the held-out evaluation tasks."""
+    eval_split: str = "test"
+    """source=sandbox: entities of the evaluation tasks. test: entities (labels, values, products)
+    no training task uses; train: training entities in fresh tasks (new seeds, so new layouts,
+    pairings and element orders: held-out tasks, seen words)."""
     miniwob: list[str] = field(default_factory=list)
     """source=miniwob: MiniWoB++ task names (e.g. click-button); empty = all 128."""
     file: str = ""
@@ -59,6 +63,8 @@ class TasksConfig:
             raise ConfigError("tasks.source=file needs tasks.file (the path of the tasks file)")
         if self.source == "env" and not self.env_id:
             raise ConfigError("tasks.source=env needs tasks.env_id (a name given to register_env)")
+        if self.eval_split not in ("test", "train"):
+            raise ConfigError(f"tasks.eval_split must be one of ('test', 'train'), got {self.eval_split!r}")
         if self.file_format not in TASK_FILE_FORMATS:
             raise ConfigError(f"tasks.file_format must be one of {TASK_FILE_FORMATS}, got {self.file_format!r}")
 

@@ -61,6 +61,21 @@ def test_om2w_export_makes_task_ids_folder_safe_and_distinct(tmp_path):
     assert doc["action_history"][0]["action"].startswith("TASK_COMPLETE")
 
 
+def test_sandbox_eval_split_draws_held_out_tasks_over_test_or_train_entities():
+    import numpy as np
+
+    from webrl.config import ConfigError
+    from webrl.task_sources import draw_tasks, task_sources
+
+    for split in ("test", "train"):
+        train, held_out = task_sources(load_config(WebRLConfig, "smoke", [f"tasks.eval_split={split}"]).tasks)
+        ids = [t.spec.id for t in draw_tasks(held_out, np.random.default_rng(0), 3)]
+        assert all(f"/{split}/" in i for i in ids), ids  # widgets/l0/<split>/<kind>/<seed>
+        assert all("/train/" in t.spec.id for t in draw_tasks(train, np.random.default_rng(0), 3))
+    with pytest.raises(ConfigError, match="tasks.eval_split must be one of"):
+        load_config(WebRLConfig, "smoke", ["tasks.eval_split=valid"])
+
+
 def test_task_sources_file_and_registered_env(tmp_path):
     import numpy as np
     from ray.tune.registry import register_env

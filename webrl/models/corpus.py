@@ -45,6 +45,8 @@ _FEEDBACK = ["Succeed: click on <button> '{l}'. Page navigated to http://127.0.0
              "Failed: element [{e}] is not visible.", "Succeed: scrolled down by 0.5 of the viewport.",
              "New tab opened: http://127.0.0.1:{port}/{s}", "Error: no element with id {e}."]
 
+PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
 
 def _element_lines(rng: random.Random, n: int) -> list[str]:
     return [f"[{i}] {rng.choice(_ROLES)} \"{rng.choice(_LABELS + _PRODUCTS)}\"" for i in range(n)]
@@ -83,10 +85,9 @@ def default_corpus(seed: int = 0, n_episodes: int = 400, extra_files: tuple[Path
         for action in _action_texts(rng, fill["e"], x, y, fill["p"]):
             lines.append(f"<tool_call>{action}</tool_call>")
         lines.append(rng.choice(_FEEDBACK).format(**fill))
-    prompt_dir = Path(__file__).resolve().parent.parent / "prompts"
     # The action-format system prompts, often enough for BPE to merge their words. A fixed list:
     # a new prompt file elsewhere (e.g. LOCI roles) must not change the tiny vocabulary.
-    for path in (prompt_dir / name for name in CORPUS_PROMPTS):
+    for path in (PROMPT_DIR / name for name in CORPUS_PROMPTS):
         lines.extend(Path(path).read_text().splitlines() * 3)
     for path in extra_files:
         lines.extend(Path(path).read_text().splitlines())
@@ -110,9 +111,8 @@ def sandbox_corpus(seed: int = 0, tasks_per_site_level: int = 300) -> list[str]:
         for level in (0, 1, 2):
             for i in range(tasks_per_site_level):
                 lines.append(make_task(site, level, "train", seed * 100_000 + i, start_server=False).spec.goal)
-    prompt_dir = Path(__file__).resolve().parent.parent / "prompts"
     for name in ("compact_v1.txt", "compact_brief.txt"):
-        lines.extend((prompt_dir / name).read_text().splitlines() * 20)
+        lines.extend((PROMPT_DIR / name).read_text().splitlines() * 20)
     return lines
 
 

@@ -176,8 +176,8 @@ class PromptBuilder:
         """A turn's response. An oracle turn (`decided_by="oracle"`: its text is the env grammar,
         not a model's output) or a turn without text gets its action rendered in this format, so
         SFT targets and the history of demonstrations read like the model's own turns."""
-        oracle = turn.decided_by == "oracle" or not turn.response_text
-        if oracle and turn.action is not None and self.format.can_render(turn.action):
+        render = turn.decided_by == "oracle" or not turn.response_text
+        if render and turn.action is not None and self.format.can_render(turn.action):
             try:
                 return self.format.render(turn.action, geometry)
             except ValueError:  # e.g. an element action in a coordinate format without its box

@@ -1,22 +1,32 @@
 """Generator alone vs the decision-heads cascade at three thresholds, on held-out sandbox tasks.
 
-    .venv/bin/python benchmarks/cascade.py [--family qwen2.5-vl] [--generator PATH]
+    .venv/bin/python benchmarks/cascade.py [--family qwen2.5-vl] [--generator PATH | webrl:NAME]
         [--train-episodes 60] [--test-episodes 16] [--sites shop travel wiki widgets] [--levels 0 1]
+        [--target-features visual|text|both ...] [--layer -1] [--query last+goal] [--heads-epochs 60]
+        [--viewport 640x480] [--max-steps 6] [--work DIR] [--json FILE]
 
 Pipeline (CPU, everything built here, nothing downloaded):
-1. oracle demonstrations on train-split sandbox tasks (`record_demos`, 640x480 viewport);
-2. the generator: `--generator PATH`, or the tiny random-init model of `--family` (the shipped
-   SFT checkpoint does not exist yet), frozen, greedy, `--max-new-tokens` per step;
-3. heads (`HeadsConfig()` defaults) trained on the frozen generator's features of those demos;
-   their held-out accuracy on test-split oracle demonstrations is reported with chance levels;
+1. oracle demonstrations on train-split sandbox tasks (`record_demos`, `--viewport`, default
+   640x480, the viewport tiny-webagent was trained at); kept in `--work` and reused on reruns
+   (each split is written to `<split>.partial` and renamed when complete);
+2. the generator: `--generator PATH` (a shipped `webrl:NAME` too), or the tiny random-init model
+   of `--family`, frozen, greedy, `--max-new-tokens` per step. Its prompt is the checkpoint's own
+   (`webrl_prompt.json`, `generator_prompt`): tiny-webagent reads compact calls, the "brief"
+   system prompt and a 112 x 112 px screenshot; without that file (random init) Set-of-Mark JSON
+   calls at `--max-pixels` (default 48*28*28);
+3. one set of heads per `--target-features` value (`HeadsConfig(layer, query, target_features)`,
+   `--heads-epochs`) trained on the frozen generator's features of those demos; their held-out
+   accuracy on test-split oracle demonstrations is reported with chance levels;
 4. on `--test-episodes` held-out test-split tasks (new entities: products, cities, articles,
-   labels), episodes through `WebEnv` driven by the generator alone and by the cascade at each
+   labels), episodes through `WebEnv` driven by the generator alone and by each cascade at each
    of `--thresholds`. At every step the task's oracle is asked what it would do in that state.
 
 Reported per policy: step success (the policy's action equals the oracle's action in the same
 state), task success (the env's checker), generated tokens per step (tokens the generator
-sampled: 0 for a heads decision, the text only for a WRITE decision), policy wall time per step
-(prefill + heads + decoding; env time excluded), the share of steps the heads decided, steps.
+sampled: 0 for a heads decision, the text only for a WRITE decision), element accuracy (on steps
+where the oracle's action names an element: the policy's action names the same one), policy wall
+time per step (prefill + heads + decoding; env time excluded), the share of steps the heads
+decided, steps.
 A WRITE decision may write at most `--max-new-tokens` tokens, the generator's own budget.
 Episodes are capped at `--max-steps` (a random generator never stops by itself).
 
@@ -47,6 +57,60 @@ generator's first invalid step the pages leave the oracle's path and the heads' 
 Earlier runs under heavier load (36 -> 8) gave the same picture with noisier wall times
 (generator 18.1 s/step at load 36). Runs differ slightly (e.g. the generator's tokens 30.9 vs
 32.0 in another run at load ~9): page states of a random policy's episodes are not identical.
+
+Trained generator (`webrl:tiny-webagent`, its own prompt: compact calls, "brief", 112 x 112 px,
+no think), measured 2026-11-30 on the shared 2-core CPU (the lead's GRPO / SFT runs beside it):
+
+    .venv/bin/python benchmarks/cascade.py --generator webrl:tiny-webagent --sites widgets \\
+        --levels 0 1 --train-episodes 200 --test-episodes 24 --target-features text both \\
+        --max-steps 6 --work /work/ckpt/s4/cascade --json /work/ckpt/s4/cascade/result.json
+
+Demos: 200 train-split episodes (578 steps; seed 1) and 24 test-split episodes (69 steps; seed 2),
+widgets levels 0-1, 640x480, the oracle succeeded on all (recorded ahead of the run by the same
+`record_demos` calls, reused from --work). Heads: last layer, query last+goal,
+60 epochs. Held out on the 69 test-split oracle steps (chance: kind 0.46 = majority class, target
+0.14 = mean 1/N over element steps, select value 0.11):
+
+    target features   kind   target   value   all three
+    text              0.74   0.53     0.67    0.54
+    both              0.74   0.42     0.67    0.51
+
+On oracle states the text pointer picks the element 4x chance, far above the generator's own
+element choice (22% on oracle states, MODEL_CARD.md; chance 12%). Live episodes on 24 held-out
+test-split tasks (seed 3), max 6 steps. Load average (1-minute) 5.8 at the start, 11.4 at the
+end (5-minute 25.5), 20-40 during most episodes: s/step follows the load, not the policy:
+
+    policy              step succ.  task succ.  element acc.  gen. tokens/step  s/step  heads share  steps
+    generator           0.066       0.00        0.035         7.24              1.87    0.00         91
+    cascade[text]@0.5   0.078       0.00        0.102         3.43              1.91    0.57         51
+    cascade[text]@0.8   0.066       0.00        0.041         6.50              1.95    0.21         76
+    cascade[text]@0.95  0.058       0.00        0.036         6.94              2.36    0.08         86
+    cascade[both]@0.5   0.078       0.00        0.085         3.18              1.75    0.61         51
+    cascade[both]@0.8   0.066       0.00        0.054         6.42              1.27    0.22         76
+    cascade[both]@0.95  0.058       0.00        0.036         6.94              0.54    0.08         86
+
+Chance: a click on a random listed element is right on about 0.12-0.14 of element steps (1/N;
+MODEL_CARD.md 0.119 on level-0 steps, 0.14 on these test demos); task success by chance is
+about 0 (even level 0 needs the right element and then stop()).
+
+Does the paper's claim hold here? Nominally at threshold 0.5: step success is comparable (0.078 vs
+0.066) with 47% (text) / 44% (both) of the generator's tokens per step, i.e. less than half; at
+0.8 and 0.95 the heads decide too rarely to save much. But the evidence is weak: task success is 0
+for every policy on these 24 tasks (so "comparable task success" says nothing), the step success
+differences are a few steps out of 51-91, and the cascade's episodes are shorter (51 steps vs 91;
+which heads decisions end them was not logged, most likely an early stop(): stop is a third of the
+training steps), so per-step figures compare different state mixes. The cascade is not better than
+the generator at the task level. In live episodes the heads' element accuracy (0.10 at 0.5) is 3x
+the generator's (0.035) but below the 1/N chance of oracle states and far below their 0.53 there.
+Likely reasons (not measured one by one): after the first wrong step the pages leave the oracle's
+path, and the heads were trained on oracle histories only; the kind head is weak (0.74 on oracle
+states against the generator's 95%), probably because it reads the prompt's last position, whose
+state in this 2-layer model predicts the constant `<tool_call>` token, not the kind (the generator
+chooses the kind one token later); and the held-out target figure mixes easy level-1 steps (e.g.
+the submit button after a field) with level-0 steps whose element the goal names, where the
+generator itself is right on 3 of 53 (MODEL_CARD.md). Wall time per step is not lower: with 7
+tokens per generated action the prefill (with all hidden states) and the heads' feature extraction
+cost about as much as the decoding they save, and the load was 20-40.
 """
 from __future__ import annotations
 

@@ -33,12 +33,14 @@ def test_prompt_settings_mismatch_names_each_key(tmp_path):
 @pytest.mark.ray
 @pytest.mark.browser
 @pytest.mark.timeout(900)
-def test_shipped_checkpoint_meets_its_model_card(tmp_path, monkeypatch):
-    """`webrl eval` of webrl:tiny-webagent, offline, on the fixed held-out sample its model card
-    reports (`webrl_card.json`'s `test_sample`: config overrides, the sites port, and the
-    success and valid-action rate measured with them). With one env slot and a fixed port the
-    prompts are identical between runs and greedy decoding repeats the card's figures; the
-    margins (one task, 5 points of valid actions) absorb a flipped argmax between CPU builds."""
+@pytest.mark.parametrize("name", shipped.shipped_names())
+def test_shipped_checkpoint_meets_its_model_card(name, tmp_path, monkeypatch):
+    """`webrl eval` of each shipped checkpoint, offline, on the fixed held-out sample its model
+    card reports (`webrl_card.json`'s `test_sample`: config overrides, the sites port, and the
+    success and valid-action rate measured with them), in the prompt format it was trained with
+    (`webrl_prompt.json`). With one env slot and a fixed port the prompts are identical between
+    runs and greedy decoding repeats the card's figures; the margins (one task, 5 points of
+    valid actions) absorb a flipped argmax between CPU builds."""
     import os
 
     from webrl.config import load_config
@@ -48,13 +50,14 @@ def test_shipped_checkpoint_meets_its_model_card(tmp_path, monkeypatch):
     from webrl.types import load_trajectories
 
     assert os.environ.get("HF_HUB_OFFLINE") == "1"  # set by tests/conftest.py: no hub access
-    folder = resolve_shipped("webrl:tiny-webagent")
-    card = json.loads((ASSETS / "tiny-webagent" / "webrl_card.json").read_text())
+    folder = resolve_shipped(f"webrl:{name}")
+    card = json.loads((ASSETS / name / "webrl_card.json").read_text())
     sample = card["test_sample"]
-    assert f"success {sample['success']:.3f}" in (ASSETS / "tiny-webagent" / "MODEL_CARD.md").read_text()
+    assert f"success {sample['success']:.3f}" in (ASSETS / name / "MODEL_CARD.md").read_text()
+    prompt = [f"generator.prompt.{k}={v}" for k, v in shipped.trained_prompt(folder).items()]
     for key, value in sample["env"].items():  # the env workers (Ray actors) inherit it
         monkeypatch.setenv(key, value)
-    config = load_config(WebRLConfig, "default", [*sample["overrides"], f"run.run_dir={tmp_path / 'eval'}",
+    config = load_config(WebRLConfig, "default", [*prompt, *sample["overrides"], f"run.run_dir={tmp_path / 'eval'}",
                                                   f"model.path={folder}", "eval.export_om2w=false"])
     summary = Trainer(config).run_eval()
     assert summary.tasks == sample["tasks"] and summary.dropped == 0

@@ -1,10 +1,12 @@
 """Checkpoints shipped inside the package (`webrl/assets/<name>/`), addressed as `webrl:<name>`.
 
-    load_model("webrl:tiny-webagent")                       # or model.path=webrl:tiny-webagent
+    load_model("webrl:tiny-webagent-pointer")               # or model.path=webrl:tiny-webagent-pointer
 
-`tiny-webagent` is a ~1 M-parameter Qwen2.5-VL-architecture policy trained by webrl's own SFT
-recipe on sandbox oracle demonstrations (`webrl/configs/tiny_webagent_sft.yaml`); its
-MODEL_CARD.md gives the command, the seed, the data and its held-out success. Each shipped
+`tiny-webagent-pointer` (the default's starting point) and `tiny-webagent` are ~1 M-parameter
+Qwen2.5-VL-architecture policies trained by webrl's own SFT recipes on sandbox oracle
+demonstrations (`webrl/configs/tiny_webagent_pointer_sft.yaml`: elements chosen by an element
+pointer; `tiny_webagent_sft.yaml`: element ids generated as digits); each MODEL_CARD.md gives
+the command, the seed, the data and its held-out success. Each shipped
 folder also holds `webrl_prompt.json`, the prompt settings it was trained with: a policy reads
 its prompts well only in that format (`check_prompt_matches`).
 """

@@ -7,10 +7,11 @@
     webrl train --config smoke                                    # the same, from the CLI
 
 The embedded default runs on a laptop CPU in about 15 minutes: local Ray, the project's sandbox
-websites, GRPO iterations from the shipped SFT checkpoint `webrl:tiny-webagent` (a tiny
-Qwen2.5-VL trained by `webrl sft --config tiny_webagent_sft`; see its MODEL_CARD.md), and greedy
-evaluation on held-out tasks before and after. `model.path= trainer.stages=[sft,rl]` redoes SFT
-from random weights inside the run instead.
+websites, GRPO iterations from the shipped SFT checkpoint `webrl:tiny-webagent-pointer` (a tiny
+Qwen2.5-VL that chooses elements with an element pointer, trained by
+`webrl sft --config tiny_webagent_pointer_sft`; see its MODEL_CARD.md), and greedy evaluation on
+held-out tasks before and after. `model.path= model.tiny_element_tokens=128 trainer.stages=[sft,rl]`
+redoes SFT from random weights inside the run instead.
 It prints a before/after success table and the run folder (config, metrics.jsonl, TensorBoard,
 trajectory viewer, checkpoints). `webrl config --keys` documents every setting.
 """

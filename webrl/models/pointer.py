@@ -138,6 +138,8 @@ def _backbone_pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
     cache = kwargs.get("past_key_values", kwargs.get("cache"))  # the name differs across transformers versions
     fresh = cache is None or (hasattr(cache, "get_seq_length") and cache.get_seq_length() == 0)
     ids = kwargs.get("input_ids", args[0] if args else None)
+    if fresh and ids is None:  # keys come from the token ids: embeddings alone cannot give them
+        raise ValueError("a model with an element pointer needs input_ids (not inputs_embeds) on a fresh forward")
     object.__setattr__(module, "_webrl_pointer_ids", ids if fresh else None)
 
 

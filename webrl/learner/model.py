@@ -88,6 +88,9 @@ class PolicyModule(nn.Module):
         hook = None
         if pixel_values is None and self.always_run_vision:
             hook = backbone.get_input_embeddings().register_forward_hook(self._add_dummy_vision)
+        pointer = get_pointer(self.model)
+        if pointer is not None:  # keys come from `pointer_token_logprobs` below (prompt lines only)
+            pointer.hooks_on = False
         try:
             out = backbone(input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values,
                            image_grid_thw=image_grid_thw, use_cache=False,
@@ -95,12 +98,12 @@ class PolicyModule(nn.Module):
         finally:
             if hook is not None:
                 hook.remove()
+            if pointer is not None:
+                pointer.hooks_on = True
         hidden = out.last_hidden_state  # (B, T, H)
         mask = loss_mask[:, 1:].bool()  # (B, T-1): predicting token t from position t-1
         weight = self.model.lm_head.weight  # (V, H)
-        pointer = get_pointer(self.model)
         if pointer is not None:  # element-pointer policy: full logits (tiny V), element columns replaced
-            pointer._cache = None  # the backbone hook's keys (generation only): drop their graph
             lp, ent = pointer_token_logprobs(pointer, hidden, input_ids, weight.to(hidden.dtype), temperature, mask)
         else:
             lp, ent = token_logprobs(hidden[:, :-1], weight.to(hidden.dtype), input_ids[:, 1:], temperature,

@@ -97,6 +97,7 @@ class ElementPointer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(1))  # (1,): DeepSpeed cannot broadcast 0-d parameters
         self.newline_token_ids = list(spec["newline_token_ids"])
         self._cache: Optional[tuple[Tensor, Tensor]] = None  # keys of the last prefill (generation)
+        self.hooks_on = True  # False while a caller computes keys itself (the learner: `pointer_logits`)
 
     def newline_mask(self, vocab: int, device) -> Tensor:
         mask = torch.zeros(vocab, dtype=torch.bool, device=device)
@@ -135,6 +136,9 @@ def get_pointer(model: nn.Module) -> Optional[ElementPointer]:
 
 
 def _backbone_pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+    if not module._webrl_pointer.hooks_on:
+        object.__setattr__(module, "_webrl_pointer_ids", None)
+        return
     cache = kwargs.get("past_key_values", kwargs.get("cache"))  # the name differs across transformers versions
     fresh = cache is None or (hasattr(cache, "get_seq_length") and cache.get_seq_length() == 0)
     ids = kwargs.get("input_ids", args[0] if args else None)
@@ -152,7 +156,7 @@ def _backbone_hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) ->
 
 def _lm_head_hook(module: nn.Module, args: tuple, output: Tensor) -> Tensor:
     pointer = module._webrl_pointer
-    if pointer._cache is None:
+    if pointer._cache is None or not pointer.hooks_on:
         return output
     keys, listed = pointer._cache
     if keys.shape[0] != output.shape[0]:

@@ -73,6 +73,45 @@ def test_threshold_one_reproduces_the_generator(tiny_model_paths, requests, fami
         assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(e.logprobs), atol=1e-4)
 
 
+def test_query_prefix_is_dropped_before_the_generator_decodes(tiny_qwen25vl_path, requests):
+    """Heads that read their query after `<tool_call>` but are never confident enough: the prefix
+    was fed through the cache, and the generator's decisions are still exactly its own."""
+    pol = _policy(tiny_qwen25vl_path)
+    heads = DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig(query_prefix="<tool_call>"))
+    cascade = CascadePolicy(pol, heads, CascadeConfig(threshold=0.9999))  # untrained: confidence << 1
+    expected, got = pol.act(requests[:2]), cascade.act(requests[:2])
+    for e, g in zip(expected, got):
+        assert g.decided_by == "generator" and g.confidence < 0.9999
+        assert g.response_ids == e.response_ids and g.parsed == e.parsed
+        assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(e.logprobs), atol=1e-4)
+
+
+def test_query_prefix_state_and_reuse_by_a_heads_decision(tiny_qwen25vl_path, requests):
+    """The query is the hidden state after prompt + `<tool_call>` (as one uncached forward computes
+    it), and a heads decision starting with the prefix records the generator's log-probs of the
+    whole action, prefix tokens included."""
+    pol = _policy(tiny_qwen25vl_path)
+    pre = prefill(pol, requests[0], query_prefix="<tool_call>")
+    assert len(pre.prefix_ids) == 1 and pol.tokenizer.decode(pre.prefix_ids) == "<tool_call>"
+    batch = pol.encode([pre.prompt])
+    full = torch.cat([batch["input_ids"], torch.tensor([pre.prefix_ids])], 1)
+    mm = torch.cat([batch["mm_token_type_ids"], torch.zeros(1, 1, dtype=batch["mm_token_type_ids"].dtype)], 1)
+    with torch.no_grad():
+        out = pol.model(input_ids=full, attention_mask=torch.ones_like(full), mm_token_type_ids=mm, use_cache=False,
+                        output_hidden_states=True, pixel_values=batch["pixel_values"],
+                        image_grid_thw=batch["image_grid_thw"])
+    assert torch.allclose(pre.query, out.hidden_states[-1][0, -1].float(), atol=1e-4)
+    assert not torch.equal(pre.query, pre.hidden[-1])
+
+    heads = DecisionHeads(pol.model.config.text_config.hidden_size,
+                          HeadsConfig(kinds=("click", "other"), query_prefix="<tool_call>"))
+    d = CascadePolicy(pol, heads, CascadeConfig(threshold=0.0)).act(requests[:1])[0]
+    assert d.decided_by == "heads" and d.response_ids[:1] == pre.prefix_ids
+    ref = torch.log_softmax(_uncached_logits(pol, pre.prompt, d.response_ids)[:-1], -1)
+    ref = ref.gather(-1, torch.tensor(d.response_ids).view(-1, 1)).flatten()
+    assert torch.allclose(torch.tensor(d.logprobs), ref, atol=1e-4)
+
+
 def test_threshold_zero_always_uses_the_heads(tiny_qwen25vl_path, requests):
     pol = _policy(tiny_qwen25vl_path)
     heads = DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig())  # untrained
@@ -94,12 +133,14 @@ def _force_write(heads, kind="type"):
     return heads
 
 
-def test_write_decodes_text_from_the_same_cache(tiny_qwen25vl_path, requests):
+@pytest.mark.parametrize("query_prefix", ["", "<tool_call>"])
+def test_write_decodes_text_from_the_same_cache(tiny_qwen25vl_path, requests, query_prefix):
     """A WRITE decision: forced action prefix + generated text; the recorded log-probs are the
-    generator's, equal to an uncached teacher-forced forward over the whole response."""
+    generator's, equal to an uncached teacher-forced forward over the whole response (also when
+    the heads' query prefix is already in the cache)."""
     pol = _policy(tiny_qwen25vl_path)
     heads = _force_write(DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig(kinds=(
-        "click", "answer", "other"))), "answer")
+        "click", "answer", "other"), query_prefix=query_prefix)), "answer")
     cascade = CascadePolicy(pol, heads, CascadeConfig(threshold=0.5, max_text_tokens=5))
     d = cascade.act(requests[:1])[0]
     assert d.decided_by == "heads+write" and 1 <= d.generated_tokens <= 5

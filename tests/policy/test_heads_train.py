@@ -37,6 +37,13 @@ def test_text_spans_by_hand():
     assert opts[0][0] > text.index("options=[")
 
 
+def test_pointer_list_lines_are_found():
+    text = 'Task: x\nElements:\n<e4> button "Go"\n<e7> combobox "Size" options=["S", "M"]<|im_end|>'
+    spans = element_line_spans(text, [4, 7, 9])
+    assert text[slice(*spans[4])] == '<e4> button "Go"'
+    assert text[slice(*spans[7])] == '<e7> combobox "Size" options=["S", "M"]' and 9 not in spans
+
+
 def test_save_beside_not_inside(tmp_path):
     gen = tmp_path / "gen"
     gen.mkdir()

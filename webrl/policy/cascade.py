@@ -263,7 +263,8 @@ class CascadePolicy:
         t0 = time.perf_counter()
         obs = request.observation
         elements_known = isinstance(obs, MarkedObservation)
-        pre = prefill(self.generator, request, self.heads.config.layer, keep_cache=True)
+        pre = prefill(self.generator, request, self.heads.config.layer, keep_cache=True,
+                      query_prefix=self.heads.config.query_prefix)
         proposal = Proposal(None, 0.0)
         if elements_known and self.config.threshold < 1.0:
             proposal = propose(self.heads, step_features(pre, obs, self.heads.config, self.generator),
@@ -275,6 +276,7 @@ class CascadePolicy:
             ids, logps, text, generated, finish = self._heads_path(pre, proposal)
             decided_by = "heads+write" if proposal.needs_text else "heads"
         else:
+            pre.rewind()
             s = self.generator.config.sampling
             ids, logps, finish = decode_from_cache(self.generator.model, pre.cache, pre.last_logits, s,
                                                    self.generator.stop_ids, s.max_new_tokens,
@@ -313,14 +315,30 @@ class CascadePolicy:
         record = self.config.head_turns == "generator_logprobs"
         generated, finish = [], "stop"
         if proposal.needs_text:  # forced prefix through the cache, then the generator writes the text
-            logps, next_logits = forced_logprobs(model, pre.cache, pre.last_logits, forced, temperature)
+            logps, next_logits = self._force(pre, forced, temperature)
             generated, gen_logps, finish = decode_from_cache(model, pre.cache, next_logits, s, self.generator.stop_ids,
                                                              self.config.max_text_tokens, self.generator.suppress_ids)
             ids, logps = forced + generated, logps + gen_logps
             text = prefix + self._decode_text(generated)
         else:
             ids, text = forced, rendered
-            logps = forced_logprobs(model, pre.cache, pre.last_logits, forced, temperature)[0] if record else []
+            logps = self._force(pre, forced, temperature)[0] if record else []
         if not record:
             ids, logps = [], []
         return ids, logps, text, len(generated), finish
+
+    def _force(self, pre: Prefill, ids: Sequence[int], temperature: float) -> tuple[list[float], torch.Tensor]:
+        """Teacher-force `ids` right after the prompt: (log-probs, (V,) logits after the last).
+
+        A query prefix already in the cache is reused when `ids` start with it; otherwise it is
+        dropped from the cache first.
+        """
+        k, model = len(pre.prefix_ids), self.generator.model
+        if k and list(ids[:k]) == pre.prefix_ids:
+            predicting = torch.cat([pre.last_logits[None], pre.prefix_logits[:-1]])  # row i predicts ids[i]
+            head = torch.log_softmax(predicting / temperature, -1).gather(
+                -1, torch.tensor(pre.prefix_ids).view(-1, 1)).flatten().tolist()
+            rest, logits = forced_logprobs(model, pre.cache, pre.prefix_logits[-1], ids[k:], temperature)
+            return head + rest, logits
+        pre.rewind()
+        return forced_logprobs(model, pre.cache, pre.last_logits, ids, temperature)

@@ -1,7 +1,7 @@
 """From a prompt to the decision heads' inputs: one prefill, then pooling over token spans.
 
     MarkedObservation     an `Observation` that also carries the Set-of-Mark elements (boxes, options)
-    prefill(policy, request, layer, keep_cache) -> Prefill     the one forward pass both paths share
+    prefill(policy, request, layer, keep_cache, query_prefix) -> Prefill     the one forward pass both paths share
     step_features(prefill, observation, config) -> StepFeatures
     action_labels(action, elements, kinds) -> (kind, target, value) class indices
 
@@ -79,7 +79,13 @@ def marked_from_turn(turn: Turn, goal: str) -> MarkedObservation:
 
 @dataclass
 class Prefill:
-    """The prompt's forward pass. hidden: (P, H) at the heads' layer; last_logits: (V,)."""
+    """The prompt's forward pass. hidden: (P, H) at the heads' layer; last_logits: (V,).
+
+    query: (H,) the heads' prompt state: hidden[-1], or the state at the last token of a query
+    prefix fed after the prompt (`HeadsConfig.query_prefix`). Then prefix_ids (k tokens) sit in
+    the cache after the prompt and prefix_logits (k, V) are the logits after each of them;
+    `rewind()` drops them from the cache (the generator then decodes from the prompt alone).
+    """
 
     prompt: RenderedPrompt
     input_ids: list[int]
@@ -87,17 +93,41 @@ class Prefill:
     hidden: torch.Tensor
     last_logits: torch.Tensor
     cache: Any = None
+    query: Optional[torch.Tensor] = None
+    prefix_ids: list[int] = field(default_factory=list)
+    prefix_logits: Optional[torch.Tensor] = None
+
+    def rewind(self) -> None:
+        """Remove the query prefix from the cache (no-op without one or once removed)."""
+        if self.prefix_ids and self.cache is not None:
+            self.cache.crop(-len(self.prefix_ids))
+        self.prefix_ids, self.prefix_logits = [], None
 
 
-def prefill(policy, request: PolicyRequest, layer: int = -1, keep_cache: bool = True) -> Prefill:
-    """Render and encode `request` as `policy` (a `GeneratorPolicy`) does, run one forward pass."""
+def prefill(policy, request: PolicyRequest, layer: int = -1, keep_cache: bool = True,
+            query_prefix: str = "") -> Prefill:
+    """Render and encode `request` as `policy` (a `GeneratorPolicy`) does, run one forward pass.
+
+    With `query_prefix` the prefix's tokens are then fed through the cache (one more forward of
+    k tokens) and the query is the hidden state at its last token.
+    """
     prompt = policy.builder.render(request)
     batch = policy.encode([prompt]).to(policy.model.device)
     with torch.no_grad():
-        out = policy.model(**batch, use_cache=keep_cache, output_hidden_states=True)
+        out = policy.model(**batch, use_cache=keep_cache or bool(query_prefix), output_hidden_states=True)
     grid = batch["image_grid_thw"].tolist() if "image_grid_thw" in batch else []
-    return Prefill(prompt, batch["input_ids"][0].tolist(), grid, out.hidden_states[layer][0].float(),
-                   out.logits[0, -1].float(), out.cache if keep_cache else None)
+    hidden = out.hidden_states[layer][0].float()
+    pre = Prefill(prompt, batch["input_ids"][0].tolist(), grid, hidden, out.logits[0, -1].float(),
+                  out.cache, query=hidden[-1])
+    if query_prefix:
+        pre.prefix_ids = list(policy.tokenizer(query_prefix, add_special_tokens=False)["input_ids"])
+        with torch.no_grad():
+            nxt = policy.model(input_ids=torch.tensor([pre.prefix_ids], device=policy.model.device),
+                               cache=out.cache, use_cache=True, output_hidden_states=True)
+        pre.query, pre.prefix_logits = nxt.hidden_states[layer][0, -1].float(), nxt.logits[0].float()
+    if not keep_cache:
+        pre.cache, pre.prefix_ids, pre.prefix_logits = None, [], None
+    return pre
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,7 +153,10 @@ def span_tokens(offsets: torch.Tensor, start: int, end: int) -> list[int]:
 
 
 def element_line_spans(text: str, ids: Sequence[int]) -> dict[int, tuple[int, int]]:
-    """Character span of each element's line in the current (last) element list of `text`."""
+    """Character span of each element's line in the current (last) element list of `text`.
+
+    A line starts with `[12] ` (som / compact lists) or `<e12> ` (the pointer format's list).
+    """
     head = text.rfind(ELEMENTS_HEADER)
     if head < 0:
         return {}
@@ -131,8 +164,10 @@ def element_line_spans(text: str, ids: Sequence[int]) -> dict[int, tuple[int, in
     end_block = text.find("<|im_end|>", start)
     block_end = end_block if end_block >= 0 else len(text)
     for e in ids:
-        key = f"[{e}] "
-        pos = start if text.startswith(key, start) else text.find("\n" + key, start, block_end)
+        for key in (f"[{e}] ", f"<e{e}> "):
+            pos = start if text.startswith(key, start) else text.find("\n" + key, start, block_end)
+            if pos >= 0:
+                break
         if pos < 0:
             continue
         pos = pos if pos == start else pos + 1
@@ -186,7 +221,7 @@ def step_features(pre: Prefill, observation: MarkedObservation, config: HeadsCon
     counts = [t * h * w // merge ** 2 for t, h, w in pre.image_grid_thw]
     image_token = tok.convert_ids_to_tokens(model_cfg.image_token_id)
     offsets, expanded = token_offsets(tok, text, pre.input_ids, image_token, counts)
-    query = hidden[-1]
+    query = pre.query if pre.query is not None else hidden[-1]
     if config.query == "last+goal":
         g = expanded.find(f"Task: {observation.goal}")
         goal_pos = span_tokens(offsets, g + 6, g + 6 + len(observation.goal)) if g >= 0 else []

@@ -22,6 +22,11 @@ Design choices (the method's text is an abstract; everything below is ours and c
 - `query`: "last" = the last prompt position (as described); "last+goal" concatenates the mean
   hidden state over the goal's tokens. A tiny random generator mixes the goal into the last
   position weakly; the goal span gives the heads a direct view of it.
+- `query_prefix`: the query is read after feeding this text through the prompt's cache. The
+  last prompt position of a model trained on `<tool_call>click(...)` predicts the constant
+  `<tool_call>`, not the kind: after the prefix it predicts the kind. The cascade reuses the
+  prefix for a heads decision that starts with it and drops it from the cache otherwise, so the
+  generator's own decoding is unchanged.
 - `target_features`: "visual" pools visual tokens inside the box (as described); "text" pools
   the element's line in the element list; "both" concatenates the two. A box with no cell (off
   screen) gets a zero visual vector.
@@ -64,6 +69,10 @@ class HeadsConfig:
     """Index into the generator's `hidden_states` (0 = embeddings, -1 = last layer)."""
     query: str = "last+goal"
     """Prompt state: "last" (last prompt position) or "last+goal" (plus the mean over the goal tokens)."""
+    query_prefix: str = ""
+    """Text fed after the prompt before the query is read ("" = the last prompt position). With
+    "<tool_call>", the token every compact / pointer action starts with, the query is the state
+    that predicts the action's first word, i.e. its kind (`head_features.prefill`)."""
     target_features: str = "visual"
     """Element representation: "visual" (box-pooled visual tokens), "text" (its list line) or "both"."""
     box_cells: str = "overlap"

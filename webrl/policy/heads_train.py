@@ -45,7 +45,7 @@ import argparse
 import json
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -54,6 +54,7 @@ import torch
 from webrl.actions import Action
 from webrl.policy.head_features import StepFeatures, action_labels, marked_from_turn, prefill, step_features
 from webrl.policy.heads import (DecisionHeads, HeadInputs, HeadsConfig, default_heads_dir, heads_loss, save_heads)
+from webrl.policy.prompt import PromptConfig
 from webrl.policy.types import PolicyRequest
 
 
@@ -93,7 +94,7 @@ def extract(policy, steps: Sequence[tuple[PolicyRequest, Action]], config: Heads
     """One prefill per (request, action) with a `MarkedObservation`; features and labels."""
     out = []
     for request, action in steps:
-        pre = prefill(policy, request, config.layer, keep_cache=False)
+        pre = prefill(policy, request, config.layer, keep_cache=False, query_prefix=config.query_prefix)
         feats = step_features(pre, request.observation, config, policy)
         out.append(LabelledStep(feats, *action_labels(action, request.observation.elements, config.kinds)))
     return out
@@ -204,6 +205,28 @@ def split_steps(pairs: list, held_out: list, val_fraction: float, seed: int) -> 
     return pairs[n_val:], pairs[:n_val]
 
 
+def generator_prompt(path, max_pixels: Optional[int] = None, default_max_pixels: int = 96 * 28 * 28):
+    """The `PromptConfig` the frozen generator at `path` reads while the heads learn from it.
+
+    A checkpoint with `webrl_prompt.json` (shipped ones, SFT outputs) gets exactly the settings it
+    was trained with (keys that are not `PromptConfig` fields are ignored): the heads must see the
+    states the cascade will see. `max_pixels`, when given, overrides the screenshot size. Without
+    the file (a random-init model): Set-of-Mark JSON calls, no reasoning, min_pixels 1024,
+    max_pixels `max_pixels` or `default_max_pixels`.
+    """
+    from webrl.models.shipped import trained_prompt
+
+    settings = trained_prompt(str(path))
+    if not settings:
+        return PromptConfig(action_format="som", think=False, min_pixels=1024,
+                            max_pixels=max_pixels or default_max_pixels)
+    known = {f.name for f in fields(PromptConfig)}
+    settings = {k: v for k, v in settings.items() if k in known}
+    if max_pixels:
+        settings.update(max_pixels=max_pixels, min_pixels=min(settings.get("min_pixels", max_pixels), max_pixels))
+    return PromptConfig(**settings)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="webrl heads-train", description=__doc__.split("\n")[0])
     p.add_argument("--generator", required=True, help="generator checkpoint folder (stays frozen)")
@@ -215,11 +238,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="heads folder (default: <generator>-heads)")
     p.add_argument("--layer", type=int, default=-1)
     p.add_argument("--query", default="last+goal")
+    p.add_argument("--query-prefix", default="", help='text fed before the query is read, e.g. "<tool_call>"')
     p.add_argument("--target-features", default="visual")
     p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-pixels", type=int, default=96 * 28 * 28)
+    p.add_argument("--max-pixels", type=int, default=None,
+                   help="screenshot area bound (default: the generator's trained prompt, else 96*28*28)")
     return p
 
 
@@ -227,14 +252,12 @@ def heads_train_main(args: Optional[Sequence[str]] = None) -> dict:
     """CLI entry: extract features with the frozen generator, train, evaluate, save. Returns metrics."""
     from webrl.models import load_model
     from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
-    from webrl.policy.prompt import PromptConfig
     from webrl.policy.synthetic_som import chance_levels, make_steps
 
     a = _parser().parse_args(args)
-    hc = HeadsConfig(layer=a.layer, query=a.query, target_features=a.target_features)
+    hc = HeadsConfig(layer=a.layer, query=a.query, query_prefix=a.query_prefix, target_features=a.target_features)
     model, processor = load_model(a.generator)
-    policy = GeneratorPolicy(model, processor, GeneratorConfig(
-        prompt=PromptConfig(action_format="som", think=False, min_pixels=1024, max_pixels=a.max_pixels)))
+    policy = GeneratorPolicy(model, processor, GeneratorConfig(prompt=generator_prompt(a.generator, a.max_pixels)))
     train_pairs, val_pairs = split_steps(logged_steps(a.data) + [(s.request, s.action) for s in
                                                                   make_steps(a.synthetic, seed=a.seed)],
                                          logged_steps(a.val_data), a.val_fraction, a.seed)

@@ -186,25 +186,12 @@ def evaluate(env, tasks, policy, max_steps: int, screenshot: str = "som") -> dic
 
 
 def generator_prompt(path, max_pixels=None):
-    """The `PromptConfig` the benchmark's generator uses for the checkpoint at `path`.
+    """The `PromptConfig` the benchmark's generator uses for the checkpoint at `path`: its trained
+    prompt (`webrl_prompt.json`), else Set-of-Mark JSON calls at `max_pixels` or 48*28*28
+    (`webrl.policy.heads_train.generator_prompt`)."""
+    from webrl.policy.heads_train import generator_prompt as trained_or_som
 
-    A checkpoint with `webrl_prompt.json` (shipped ones, SFT outputs) gets exactly the settings it
-    was trained with (keys that are not `PromptConfig` fields are ignored); `max_pixels`, when
-    given, overrides the screenshot size. Without the file (the random-init model): Set-of-Mark
-    JSON calls, no reasoning, min_pixels 1024, max_pixels `max_pixels` or 48*28*28.
-    """
-    from webrl.models.shipped import trained_prompt
-    from webrl.policy import PromptConfig
-
-    settings = trained_prompt(str(path))
-    if not settings:
-        return PromptConfig(action_format="som", think=False, min_pixels=1024,
-                            max_pixels=max_pixels or RANDOM_INIT_MAX_PIXELS)
-    fields = {f.name for f in dataclasses.fields(PromptConfig)}
-    settings = {k: v for k, v in settings.items() if k in fields}
-    if max_pixels:
-        settings.update(max_pixels=max_pixels, min_pixels=min(settings.get("min_pixels", max_pixels), max_pixels))
-    return PromptConfig(**settings)
+    return trained_or_som(path, max_pixels, RANDOM_INIT_MAX_PIXELS)
 
 
 def build_generator(path, max_new_tokens: int, max_pixels=None):
@@ -219,7 +206,7 @@ def build_generator(path, max_new_tokens: int, max_pixels=None):
 
 
 def record(work: Path, a, session) -> float:
-    """Oracle demonstrations in work/train and work/test (kept across runs); seconds spent.
+    """Oracle demonstrations in work/train and the held-out folder (kept across runs); seconds spent.
 
     Each split is recorded into `<split>.partial` and renamed when complete, so an interrupted
     recording is redone rather than reused.
@@ -227,25 +214,33 @@ def record(work: Path, a, session) -> float:
     from webrl.envs.sites.cli import record_demos
 
     t0 = time.perf_counter()
-    for split, n, seed in (("train", a.train_episodes, 1), ("test", a.test_episodes, 2)):
-        if (work / split / "demos.jsonl").exists():
+    for folder, split, n, seed in (("train", "train", a.train_episodes, 1),
+                                   (heldout_folder(a.episode_split), a.episode_split, a.test_episodes, 2)):
+        if (work / folder / "demos.jsonl").exists():
             continue
-        part = work / f"{split}.partial"
+        part = work / f"{folder}.partial"
         shutil.rmtree(part, ignore_errors=True)
         record_demos(n, part, seed=seed, levels=a.levels, sites=a.sites, split=split,
                      viewport=a.viewport, session=session)
-        part.rename(work / split)
+        part.rename(work / folder)
     return time.perf_counter() - t0
 
 
+def heldout_folder(split: str) -> str:
+    """Folder of the held-out oracle demos: "test" (unseen entities) or "heldout-train" (fresh
+    tasks over the training entities, other seeds than the training demos)."""
+    return "test" if split == "test" else "heldout-train"
+
+
 def fit_heads(gen, model, work: Path, target_features: str, a) -> tuple:
-    """(heads, report): heads of `target_features` trained on work/train, scored on work/test."""
+    """(heads, report): heads of `target_features` trained on work/train, scored on the held-out demos."""
     from webrl.policy.heads import HeadsConfig
     from webrl.policy.heads_train import HeadsTrainConfig, evaluate_heads, extract, logged_steps, train_heads
     from webrl.policy.synthetic_som import chance_levels
 
-    hc, t0 = HeadsConfig(layer=a.layer, query=a.query, target_features=target_features), time.perf_counter()
-    train_pairs, test_pairs = logged_steps([work / "train"]), logged_steps([work / "test"])
+    hc = HeadsConfig(layer=a.layer, query=a.query, query_prefix=a.query_prefix, target_features=target_features)
+    t0 = time.perf_counter()
+    train_pairs, test_pairs = logged_steps([work / "train"]), logged_steps([work / heldout_folder(a.episode_split)])
     feats = extract(gen, train_pairs, hc)
     heads, losses = train_heads(feats, model.config.text_config.hidden_size, hc,
                                 HeadsTrainConfig(epochs=a.heads_epochs))
@@ -275,6 +270,10 @@ def _args(argv):
                    help="HeadsConfig.target_features; several: one set of heads (and cascades) each")
     p.add_argument("--layer", type=int, default=-1, help="HeadsConfig.layer")
     p.add_argument("--query", default="last+goal", help="HeadsConfig.query")
+    p.add_argument("--query-prefix", default="", help='HeadsConfig.query_prefix (e.g. "<tool_call>")')
+    p.add_argument("--episode-split", choices=("test", "train"), default="test",
+                   help="split of the held-out demos and live episodes: test = unseen entities, "
+                        "train = fresh tasks over the training entities")
     p.add_argument("--heads-epochs", type=int, default=60, help="HeadsTrainConfig.epochs")
     p.add_argument("--work", default=None, help="folder for demos (default: a temp folder)")
     p.add_argument("--json", default=None)
@@ -311,7 +310,7 @@ def main(argv=None) -> dict:
             print(f"heads[{tf}]", json.dumps(report[f"heads[{tf}]"]), flush=True)
             policies += [(policy_name(tf, th, several), CascadePolicy(gen, heads, CascadeConfig(
                 threshold=th, max_text_tokens=a.max_new_tokens))) for th in a.thresholds]
-        source = SandboxTaskSource(sites=tuple(a.sites), levels=tuple(a.levels), split="test")
+        source = SandboxTaskSource(sites=tuple(a.sites), levels=tuple(a.levels), split=a.episode_split)
         rng = np.random.default_rng(3)
         tasks = [source.sample(rng) for _ in range(a.test_episodes)]
         env = WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": a.viewport}}), session=session)

@@ -5,9 +5,10 @@ iterations, for several seeds: the evidence that the RL works.
         [--block 2] [--out runs/learning_curve] [key=value ...]
 
 Each seed is one run of the main job on `--config` (the embedded default: GRPO on sandbox
-widgets tasks from `webrl:tiny-webagent`) with `run.seed=SEED` and `trainer.eval_every=BLOCK`:
-greedy evaluation on the same held-out test-split tasks (fixed by the seed) before RL and after
-every BLOCK iterations. The seed changes the rollout samples and the evaluation draw; the
+widgets level-0 tasks from `webrl:tiny-webagent-pointer`) with `run.seed=SEED` and
+`trainer.eval_every=BLOCK`: greedy evaluation on the same held-out tasks (fixed by the seed; the
+config's `tasks.eval_split`, fresh tasks over the training entities in the default) before RL
+and after every BLOCK iterations. The seed changes the rollout samples and the evaluation draw; the
 starting weights are the same. Writes `curve.json`, `curve.md` (a table: success per seed and
 block, mean, wall time) and `curve.png` (drawn with PIL) under `--out/<time>/`.
 

@@ -69,6 +69,12 @@ def test_args_target_features_and_names(bench):
     assert bench._args([]).target_features == ["visual"]
     with pytest.raises(SystemExit):
         bench._args(["--target-features", "pixels"])
+    a = bench._args(["--episode-split", "train", "--query-prefix", "<tool_call>"])
+    assert (a.episode_split, a.query_prefix, bench.heldout_folder(a.episode_split)) == ("train", "<tool_call>",
+                                                                                       "heldout-train")
+    assert (bench._args([]).episode_split, bench.heldout_folder("test")) == ("test", "test")
+    with pytest.raises(SystemExit):
+        bench._args(["--episode-split", "dev"])
     assert bench.policy_name("text", 0.5, several=False) == "cascade@0.5"
     assert bench.policy_name("text", 0.5, several=True) == "cascade[text]@0.5"
 

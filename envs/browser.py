@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -261,6 +262,7 @@ class BrowserSession:
         self.generation = 0
         self._playwright: Optional[Playwright] = None
         self._browser: Optional[Browser] = None
+        self._marker = ""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -268,9 +270,12 @@ class BrowserSession:
             self._playwright = _acquire_playwright()
         if self._browser is None:
             executable = resolve_executable(self.config.executable_path, self._playwright)
+            # a switch Chromium ignores, so that browser_pid() finds this session's process among
+            # the others of this process (sessions of a thread share one Playwright driver)
+            self._marker = f"--webrl-session={uuid.uuid4().hex}"
             self._browser = self._playwright.chromium.launch(
                 executable_path=executable, headless=self.config.headless,
-                args=[*CHROMIUM_FLAGS, *self.config.extra_args],
+                args=[*CHROMIUM_FLAGS, *self.config.extra_args, self._marker],
                 ignore_default_args=["--disable-popup-blocking"],
                 timeout=self.config.launch_timeout_s * 1000)
             self.generation += 1
@@ -314,7 +319,7 @@ class BrowserSession:
         """PID of the Chromium browser process this session launched (None if not running)."""
         if not self.is_alive():
             return None
-        return _find_browser_pid(os.getpid())
+        return next(iter(_browser_pids(os.getpid(), self._marker)), None)
 
     # -- episodes ----------------------------------------------------------------------------
     def new_context(self, viewport: Optional[tuple[int, int]] = None) -> BrowserContext:
@@ -384,8 +389,9 @@ def is_responsive(page: Page, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def _find_browser_pid(root_pid: int) -> Optional[int]:
-    """The Chromium main process among `root_pid`'s descendants (renderers carry --type=)."""
+def _browser_pids(root_pid: int, marker: str = "") -> set[int]:
+    """Chromium main processes among `root_pid`'s descendants (renderers carry --type=) whose
+    command line holds `marker`."""
     children: dict[int, list[int]] = {}
     cmdlines: dict[int, str] = {}
     for entry in os.listdir("/proc"):
@@ -399,11 +405,11 @@ def _find_browser_pid(root_pid: int) -> Optional[int]:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-    stack = list(children.get(root_pid, []))
+    found, stack = set(), list(children.get(root_pid, []))
     while stack:
         pid = stack.pop()
         cmd = cmdlines.get(pid, "")
-        if "chrom" in cmd and "--type=" not in cmd and "--remote-debugging-pipe" in cmd:
-            return pid
+        if "chrom" in cmd and "--type=" not in cmd and "--remote-debugging-pipe" in cmd and marker in cmd:
+            found.add(pid)
         stack.extend(children.get(pid, []))
-    return None
+    return found

@@ -7,7 +7,8 @@ success, and optionally a scripted oracle that solves it from live observations.
 Lifecycle inside one episode::
 
     task.prepare()                        # optional: in the env's process, before the start URL opens
-    task.setup(page)                      # after the context opens, before the first observation
+    page.goto(task.entry_url())           # optional hook; without it spec.start_url is opened
+    task.setup(page)                      # after the first page opens, before the first observation
     ... agent steps; each step the shell may ask task.oracle_action(obs) (demos, tests) ...
     reward = task.reward(page, answer)    # float in [0, 1], or None: needs a judge
     task.teardown(page)
@@ -60,6 +61,9 @@ class Task(Protocol):
     # Optional, not part of the protocol check: `prepare(self) -> None`, called in the process
     # that runs the episode before the browser opens `spec.start_url` (e.g. start a local site
     # server there and point the URL at it, for tasks built in another process).
+    # Optional: `entry_url(self) -> str`, the URL the browser opens first instead of
+    # `spec.start_url` (e.g. one that sets this episode's session cookie and redirects to the
+    # start page, so the episode starts with one navigation). Must be on an allowed domain.
 
     def setup(self, page: Any) -> None:
         """Prepare the episode (e.g. log in, reset server state, seed the page)."""

@@ -219,8 +219,11 @@ class WebEnv(gymnasium.Env):
         page = context.new_page()
         episode.tabs.add(page)
         events.new_pages.clear()  # the first tab is not news
-        page.goto(task.spec.start_url, wait_until="domcontentloaded",
-                  timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
+        entry = task.entry_url() if hasattr(task, "entry_url") else task.spec.start_url
+        reason = allowlist.check_navigation(entry)
+        if reason:
+            raise ValueError(f"task {task.spec.id}: entry_url {entry} is not allowed: {reason}")
+        page.goto(entry, wait_until="domcontentloaded", timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
         task.setup(page)
         notes = self._settle(episode, deadline, before=(page, page.url))
         feedback = "; ".join([f"Opened {task.spec.start_url}"] + _count_repeats(notes))

@@ -187,6 +187,7 @@ class SiteTask(BaseTask):
         self.seed = seed
         self.kind = spec.params["kind"]
         self.sid = ""
+        self._entered = False  # entry_url() created this episode's state; setup() has nothing to do
         self.last_details: dict[str, Any] = {}
         self._checker = checkers[self.kind]
         self._oracle = oracles[self.kind]
@@ -202,7 +203,10 @@ class SiteTask(BaseTask):
             self.spec.start_url = base + path
             self.spec.allowed_domains = (urlparse(base).netloc,)
 
-    def setup(self, page: Any) -> None:
+    def entry_url(self) -> str:
+        """Create this episode's server state; the URL that sets its cookie and redirects to the
+        start page. `WebEnv` opens it instead of `spec.start_url`, so an episode starts with one
+        navigation (no page load without a session first)."""
         from webrl.envs.sites.server import ensure_server
         from webrl.envs.sites.state import STORE, SessionState
 
@@ -216,7 +220,17 @@ class SiteTask(BaseTask):
         STORE.put(SessionState(sid=self.sid, site=self.spec.site, seed=self.seed,
                                level=self.spec.level, split=self.spec.split,
                                params=dict(self.spec.params)))
-        page.goto(base + query_url("/__session", sid=self.sid, next=path))
+        self._entered = True
+        return base + query_url("/__session", sid=self.sid, next=path)
+
+    def setup(self, page: Any) -> None:
+        """Nothing when the page was opened at `entry_url()`; otherwise (a caller that opened
+        `spec.start_url` itself) create the state and navigate through the cookie URL."""
+        if self._entered:
+            self._entered = False
+            return
+        page.goto(self.entry_url())
+        self._entered = False
 
     def check(self, answer: Optional[str] = None) -> CheckResult:
         """Score the current server state (no browser needed)."""

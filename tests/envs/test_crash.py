@@ -60,6 +60,27 @@ def test_killed_browser_gives_infra_error_then_recovers(own_session, fixture_ser
         env.close()
 
 
+def test_each_session_knows_its_own_chromium(own_session):
+    """Sessions of one process share a Playwright driver; `browser_pid` is each one's own
+    Chromium (it used to return whichever the /proc walk met first, so a test could kill the
+    shared browser instead of its own)."""
+    other = BrowserSession()
+    other.start()
+    try:
+        mine, theirs = own_session.browser_pid(), other.browser_pid()
+        assert None not in (mine, theirs) and mine != theirs
+        os.kill(theirs, signal.SIGKILL)
+        _wait_gone(theirs)
+        context = own_session.new_context((320, 240))  # my browser was not the one killed
+        try:
+            page = context.new_page()
+            assert page.evaluate("1 + 1") == 2 and own_session.browser_pid() == mine
+        finally:
+            context.close()
+    finally:
+        other.close()
+
+
 def test_browser_killed_between_episodes_reset_relaunches(own_session, fixture_server):
     env = make_env(own_session)
     try:

@@ -40,3 +40,39 @@ def test_prepare_is_optional_for_the_task_protocol():
         def teardown(self, page): ...
 
     assert isinstance(Minimal(), Task)
+
+
+@pytest.mark.browser
+def test_sandbox_episode_starts_with_one_navigation(browser_session):
+    """`entry_url()` creates the episode's state and the env opens it directly: the tab's history
+    holds the blank tab and one page (the start page, reached by the cookie redirect) and the site server created
+    exactly one session (the episode's, no anonymous one from a cookie-less first load)."""
+    from webrl.envs.sites.state import STORE
+
+    task = make_task("widgets", 0, "train", seed=4)
+    env = WebEnv({"browser": {"viewport": "640x480"}}, session=browser_session)
+    try:
+        before = len(STORE)
+        obs, info = env.reset(options={"task": task})
+        assert len(STORE) == before + 1 and STORE.get(task.sid) is not None
+        assert env.page.evaluate("history.length") == 2  # the new tab's about:blank, then the start page
+        assert env.page.url == task.spec.start_url
+    finally:
+        env.close()
+
+
+@pytest.mark.browser
+def test_setup_after_a_caller_opened_the_start_url(browser_session):
+    """A caller that opens `spec.start_url` itself and then calls `setup(page)` (the protocol's
+    plain order) still gets the episode's state and cookie."""
+    task = make_task("widgets", 0, "train", seed=5)
+    context = browser_session.new_context((640, 480))
+    try:
+        page = context.new_page()
+        page.goto(task.spec.start_url)
+        task.setup(page)
+        cookies = {c["name"]: c["value"] for c in context.cookies()}
+        assert task.sid and task.sid in cookies.values()
+        assert page.url == task.spec.start_url and task.check().details.get("error") is None
+    finally:
+        context.close()

@@ -20,6 +20,10 @@ def test_trainer_config_errors_name_the_key():
         load_config(WebRLConfig, "smoke", ["learner.model_path=/x"])
     with pytest.raises(ConfigError, match="closest|Closest"):
         load_config(WebRLConfig, "smoke", ["rollout.group_sise=3"])
+    with pytest.raises(ConfigError, match="learner.temperature=0.5 is set by the trainer from "
+                                          "generator.sampling.temperature=0.8"):
+        load_config(WebRLConfig, "smoke", ["learner.temperature=0.5"])
+    assert load_config(WebRLConfig, "smoke", ["learner.temperature=0.8"]).learner.temperature == 0.8
 
 
 def _task(site: str, level: int, task_id: str = "t"):
@@ -128,6 +132,10 @@ def test_smoke_run_checkpoints_resumes_and_writes_the_viewer(run_dir):
     assert (folder / "viewer" / "index.html").exists()
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records if "iteration" in r and r.get("stage") is None] == [1, 2]
+    # one optimizer step per iteration: the learner's log-probs before it equal the rollout's,
+    # which were sampled at temperature 0.8 (smoke preset), so the ratio is 1 up to float noise
+    first = next(r for r in records if r.get("iteration") == 1 and r.get("stage") is None)
+    assert first["ratio_max"] < 1.01 and abs(first["approx_kl"]) < 1e-3, first
 
     second = _run(folder, "run.resume=true", "trainer.iterations=3")
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]

@@ -258,5 +258,10 @@ class WebRLConfig:
         for name, section in (("learner", self.learner), ("sft.learner", self.sft.learner)):
             if section.model_path:
                 raise ConfigError(f"{name}.model_path is set by the trainer from model.path; leave it empty")
+        sampling_t = self.generator.sampling.temperature
+        if self.learner.temperature not in (1.0, sampling_t):
+            raise ConfigError(f"learner.temperature={self.learner.temperature} is set by the trainer from "
+                              f"generator.sampling.temperature={sampling_t} (rollout log-probs are taken at "
+                              f"the sampling temperature); set generator.sampling.temperature instead")
         if self.learner.objective == "sft":
             raise ConfigError("learner.objective is the RL objective: grpo or ppo (sft.learner runs SFT)")

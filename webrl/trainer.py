@@ -394,7 +394,9 @@ class Trainer:
         if self.learner is not None:
             self.learner.shutdown()
         cfg = self.config
-        self.learner = LearnerGroup(self._learner_config(cfg.learner), num_ranks=cfg.resources.learner_ranks,
+        # rollout log-probs are taken at the sampling temperature: the learner's must be too
+        self.learner = LearnerGroup(self._learner_config(cfg.learner, temperature=cfg.generator.sampling.temperature),
+                                    num_ranks=cfg.resources.learner_ranks,
                                     **self._learner_resources())
 
     def _learner_config(self, section, **changes):

@@ -37,7 +37,36 @@ def run_seed(config_name: str, seed: int, block: int, out: Path, overrides: list
     t0 = time.monotonic()
     Trainer(config).fit()
     wall = time.monotonic() - t0
-    return {"seed": seed, "points": eval_points(run_dir / "metrics.jsonl"), "wall_s": wall}
+    return {"seed": seed, "points": eval_points(run_dir / "metrics.jsonl"), "wall_s": wall,
+            "flips": flips(run_dir / "eval_outcomes.jsonl")}
+
+
+def flips(outcomes_file: Path) -> list[tuple[int, int, int]]:
+    """(iteration, tasks up, tasks down) of every later evaluation against the first ("before"):
+    up = failed before and succeeded then, down = the reverse. The evaluations of a run draw the
+    same tasks in the same order, so task i is compared with task i; dropped ones are skipped."""
+    if not outcomes_file.exists():
+        return []
+    rows = [json.loads(line) for line in outcomes_file.read_text().splitlines() if line.strip()]
+    if not rows:
+        return []
+    first, out = rows[0]["outcomes"], []
+    for r in rows[1:]:
+        pairs = [(a[1], b[1]) for a, b in zip(first, r["outcomes"]) if a[0] == b[0] and None not in (a[1], b[1])]
+        out.append((int(r["iteration"]), sum(a < b for a, b in pairs), sum(a > b for a, b in pairs)))
+    return out
+
+
+def sign_test(up: int, down: int) -> float:
+    """Two-sided exact sign test: P(a split at least this uneven | n = up + down changed tasks,
+    each equally likely to go either way). 1.0 when nothing changed."""
+    from math import comb
+
+    n, k = up + down, max(up, down)
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, i) for i in range(k, n + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
 
 
 def eval_points(metrics_file: Path) -> list[tuple[int, float, float]]:
@@ -73,6 +102,15 @@ def table(runs: list[dict], eval_tasks: int) -> str:
         lines.append(f"| {'before RL' if it == 0 else it} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in vals)
                      + f" | {mean:.3f} | {sum(wall) / max(len(wall), 1):.0f} |")
     lines.append(f"\nSuccess = share of {eval_tasks} held-out episodes (greedy); one episode = {1 / eval_tasks:.3f}.")
+    pooled: dict[int, list[int]] = {}
+    for r in runs:
+        for it, up, down in r.get("flips", []):
+            pooled.setdefault(it, [0, 0])
+            pooled[it][0] += up
+            pooled[it][1] += down
+    for it, (up, down) in sorted(pooled.items()):
+        lines.append(f"Iteration {it} vs before, all seeds: {up} tasks up, {down} down "
+                     f"(two-sided sign test p = {sign_test(up, down):.3f}).")
     lines.append("Run wall time per seed (s): " + ", ".join(f"{r['seed']}: {r['wall_s']:.0f}" for r in runs))
     return "\n".join(lines)
 

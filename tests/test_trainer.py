@@ -132,6 +132,11 @@ def test_smoke_run_checkpoints_resumes_and_writes_the_viewer(run_dir):
     assert (folder / "viewer" / "index.html").exists()
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records if "iteration" in r and r.get("stage") is None] == [1, 2]
+    outcomes = [json.loads(line) for line in (folder / "eval_outcomes.jsonl").read_text().splitlines()]
+    assert outcomes[0]["label"] == "before" and len(outcomes) == 2  # before and after (or the last eval_every)
+    ids = [[task_id for task_id, _ in r["outcomes"]] for r in outcomes]
+    assert len(ids[0]) == 2 and ids[0] == ids[1]  # the same eval_tasks=2 tasks, in the same order
+    assert all(v in (0.0, 1.0, None) for r in outcomes for _, v in r["outcomes"])
     # one optimizer step per iteration: the learner's log-probs before it equal the rollout's,
     # which were sampled at temperature 0.8 (smoke preset), so the ratio is 1 up to float noise
     first = next(r for r in records if r.get("iteration") == 1 and r.get("stage") is None)

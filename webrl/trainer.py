@@ -285,6 +285,10 @@ class Trainer:
             print(f"webrl eval: {len(reasons)} distinct drop reasons, e.g. {reasons[0]}")
         out = summarize(tasks, trajectories).as_metrics()
         self._log({"stage": "eval", "label": label, "success": out["success"], "dropped": out["dropped"]})
+        with open(self.run_dir / "eval_outcomes.jsonl", "a") as f:  # per task, in draw order: paired comparisons
+            f.write(json.dumps({"label": label, "iteration": self.iteration, "outcomes": [
+                [task.spec.id, None if traj.status != "ok" else float((traj.reward or 0) > 0)]
+                for task, traj in zip(tasks, trajectories)]}) + "\n")
         if self.learner is not None:
             self._evaluated_at, self._last_metrics = (self.iteration, self.policy_version), out
         return out

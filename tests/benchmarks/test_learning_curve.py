@@ -1,0 +1,46 @@
+"""benchmarks/learning_curve.py: paired task flips from a run's eval_outcomes.jsonl, the sign
+test, and the table's pooled line (values worked out by hand)."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+MODULE = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_curve.py"
+
+
+@pytest.fixture(scope="module")
+def lc():
+    spec = importlib.util.spec_from_file_location("learning_curve_bench", MODULE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_flips_pair_tasks_in_order_and_skip_dropped(lc, tmp_path):
+    f = tmp_path / "eval_outcomes.jsonl"
+    rows = [{"label": "before", "iteration": 0, "outcomes": [["a", 0.0], ["b", 1.0], ["c", 0.0], ["d", None]]},
+            {"label": "iteration 4", "iteration": 4, "outcomes": [["a", 1.0], ["b", 0.0], ["c", 1.0], ["d", 1.0]]},
+            {"label": "iteration 8", "iteration": 8, "outcomes": [["a", 1.0], ["b", 1.0], ["c", None], ["d", 0.0]]}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # iteration 4: a and c up, b down, d dropped before; iteration 8: a up, b same, c dropped now
+    assert lc.flips(f) == [(4, 2, 1), (8, 1, 0)]
+    assert lc.flips(tmp_path / "missing.jsonl") == []
+
+
+def test_sign_test_by_hand(lc):
+    assert lc.sign_test(0, 0) == 1.0
+    assert lc.sign_test(1, 1) == 1.0  # 2 * P(X >= 1 | n=2) = 2 * 3/4, capped
+    assert lc.sign_test(5, 0) == pytest.approx(2 / 32)  # 2 * (1/2)^5
+    assert lc.sign_test(6, 2) == pytest.approx(2 * (28 + 8 + 1) / 256)  # P(X >= 6 | n=8) = 37/256
+    assert lc.sign_test(2, 6) == lc.sign_test(6, 2)
+
+
+def test_table_pools_flips_over_seeds(lc):
+    runs = [{"seed": 0, "points": [(0, 0.5, 0.0), (4, 0.75, 10.0)], "wall_s": 20.0, "flips": [(4, 2, 1)]},
+            {"seed": 1, "points": [(0, 0.25, 0.0), (4, 0.5, 12.0)], "wall_s": 30.0, "flips": [(4, 3, 0)]}]
+    text = lc.table(runs, eval_tasks=4)
+    assert "| 4 | 0.750 | 0.500 | 0.625 | 11 |" in text
+    assert f"Iteration 4 vs before, all seeds: 5 tasks up, 1 down (two-sided sign test p = {2 * 7 / 64:.3f})" in text

@@ -50,6 +50,29 @@ def test_train_sft_eval_share_the_run_config(capsys):
     assert "tasks.source=file needs tasks.file" in capsys.readouterr().err
 
 
+def test_a_checkpoint_brings_its_trained_prompt(tmp_path, capsys):
+    """`webrl eval CKPT` reads the prompt CKPT learned (hf/webrl_prompt.json) in every
+    generator.prompt key the command line leaves alone; keys set there win."""
+    import json
+
+    ckpt = tmp_path / "step-00000004"
+    (ckpt / "hf").mkdir(parents=True)
+    (ckpt / "hf" / "config.json").write_text("{}")
+    (ckpt / "hf" / "webrl_prompt.json").write_text(json.dumps(
+        {"action_format": "pointer", "think": False, "max_pixels": 12544, "prompt_version": "brief",
+         "written_by": "an older webrl"}))  # unknown keys are ignored
+    assert main(["config", str(ckpt)]) == 2  # `config` has no positional: model.path= is the way
+    capsys.readouterr()
+    assert main(["config", f"model.path={ckpt}", "generator.prompt.max_pixels=4096"]) == 0
+    captured = capsys.readouterr()
+    assert "action_format: pointer" in captured.out and "think: false" in captured.out
+    assert "prompt_version: brief" in captured.out
+    assert "max_pixels: 4096" in captured.out  # given on the command line: kept
+    assert "was trained with" in captured.err and "max_pixels" not in captured.err
+    assert main(["config", "model.path=", "generator.prompt.think=true"]) == 0  # no checkpoint: nothing adopted
+    assert "think: true" in capsys.readouterr().out
+
+
 def test_recipe_preset_names_its_required_keys(capsys):
     assert main(["train", "--config", "online_mind2web_qwen3vl_4b", "tasks.file=/data/t.json"]) == 2
     err = capsys.readouterr().err

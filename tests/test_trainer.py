@@ -129,6 +129,8 @@ def test_smoke_run_checkpoints_resumes_and_writes_the_viewer(run_dir):
     checkpoints = sorted((folder / "checkpoints").glob("step-*"))
     assert [c.name for c in checkpoints] == ["step-00000001", "step-00000002"]
     assert (checkpoints[-1] / "hf" / "config.json").exists()
+    trained = json.loads((checkpoints[-1] / "hf" / "webrl_prompt.json").read_text())  # `webrl eval CKPT` adopts it
+    assert trained["action_format"] == load_config(WebRLConfig, "smoke").generator.prompt.action_format
     assert (folder / "viewer" / "index.html").exists()
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records if "iteration" in r and r.get("stage") is None] == [1, 2]

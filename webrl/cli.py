@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, Optional
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -184,8 +185,36 @@ def run_command(name: str, args: argparse.Namespace) -> int:
             print(f"{key} ({tp}, default {default!r})\n    {doc}")
         return 0
     config = load_config(schema, args.config or cmd.preset, args.args)
+    if cmd.schema == _TRAIN_SCHEMA:
+        config = with_trained_prompt(config, schema, args.config or cmd.preset, args.args)
     main: Callable = _resolve(cmd.main)
     return int(main(config) or 0)
+
+
+def with_trained_prompt(config, schema, preset, overrides: list[str]):
+    """`config` with the prompt settings model.path was trained with (its `webrl_prompt.json`)
+    in every `generator.prompt` key the command line does not set: a checkpoint reads only the
+    prompt it learned (a preset's or a default's other value gave 0% success with a warning).
+    Keys given as `generator.prompt.KEY=...` win (the trainer still warns about them)."""
+    from webrl.evaluation import resolve_checkpoint
+    from webrl.models.shipped import trained_prompt
+
+    path = config.model.path
+    if not path:
+        return config
+    try:
+        wanted = trained_prompt(resolve_checkpoint(path))
+    except (FileNotFoundError, ValueError, OSError):
+        return config  # the trainer reports a bad path with its own error
+    given = {o.split("=", 1)[0] for o in overrides}
+    prompt = config.generator.prompt
+    known = {f.name for f in fields(prompt)}
+    adopt = [f"generator.prompt.{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(wanted.items())
+             if k in known and f"generator.prompt.{k}" not in given and getattr(prompt, k) != v]
+    if not adopt:
+        return config
+    print(f"webrl: {path} was trained with {' '.join(adopt)}: using them", file=sys.stderr)
+    return load_config(schema, preset, [*adopt, *overrides])
 
 
 def _dashed_overrides(extra: list[str], positional: Optional[str] = None) -> list[str]:

@@ -153,8 +153,9 @@ def load_config(schema: type[T], preset: str | Path | None = None,
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"overrides must look like key=value, got {bad[0]!r}")
-    if overrides:
-        layers.append(("the command line", OmegaConf.from_dotlist(list(overrides))))
+    if overrides:  # `key=` means the empty string (OmegaConf would read None)
+        dotlist = [o + "''" if o.endswith("=") else o for o in overrides]
+        layers.append(("the command line", OmegaConf.from_dotlist(dotlist)))
     for source, layer in layers:
         try:
             cfg = OmegaConf.merge(cfg, layer)

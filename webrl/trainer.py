@@ -237,9 +237,7 @@ class Trainer:
                     mean = {k: sum(m[k] for m in metrics) / len(metrics) for k in metrics[0]
                             if k not in ("policy_version", "optimizer_steps")}
                     path = learner.save(str(self.run_dir / "sft"), {"stage": "sft", "epoch": epoch})
-                    # the prompt format these weights learned (read back by check_prompt_matches)
-                    (Path(path) / "hf" / "webrl_prompt.json").write_text(
-                        json.dumps(dataclasses.asdict(cfg.generator.prompt), indent=1))
+                    self._write_prompt(path)
                     self._log({"stage": "sft", "epoch": epoch, "max_level": max_level, "samples": len(pool),
                                "optimizer_steps": len(metrics), "time_s": time.monotonic() - t0, **mean})
         finally:
@@ -469,7 +467,15 @@ class Trainer:
 
     def save(self, path: str | Path) -> str:
         """Checkpoint the learner (weights, optimizer, version) and the iteration at `path`."""
-        return self.learner.save(str(path), {"iteration": self.iteration, "model_path": self.model_path})
+        out = self.learner.save(str(path), {"iteration": self.iteration, "model_path": self.model_path})
+        self._write_prompt(out)
+        return out
+
+    def _write_prompt(self, checkpoint: str | Path) -> None:
+        """hf/webrl_prompt.json: the prompt these weights were trained with (check_prompt_matches,
+        and `webrl eval CHECKPOINT` adopts it). Not in the manifest: the weights are verified, not it."""
+        (Path(checkpoint) / "hf" / "webrl_prompt.json").write_text(
+            json.dumps(dataclasses.asdict(self.config.generator.prompt), indent=1))
 
     def load(self, path: str | Path) -> None:
         """Continue from a checkpoint `save` wrote: learner state, iteration, rollout weights."""

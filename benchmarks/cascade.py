@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/cascade.py [--family qwen2.5-vl] [--generator PATH | webrl:NAME]
         [--train-episodes 60] [--test-episodes 16] [--sites shop travel wiki widgets] [--levels 0 1]
         [--target-features visual|text|both ...] [--layer -1] [--query last+goal] [--heads-epochs 60]
+        [--query-prefix "<tool_call>"] [--episode-split test|train] [--thresholds 0.5 0.8 0.95]
         [--viewport 640x480] [--max-steps 6] [--work DIR] [--json FILE]
 
 Pipeline (CPU, everything built here, nothing downloaded):
@@ -16,10 +17,12 @@ Pipeline (CPU, everything built here, nothing downloaded):
    calls at `--max-pixels` (default 48*28*28);
 3. one set of heads per `--target-features` value (`HeadsConfig(layer, query, target_features)`,
    `--heads-epochs`) trained on the frozen generator's features of those demos; their held-out
-   accuracy on test-split oracle demonstrations is reported with chance levels;
-4. on `--test-episodes` held-out test-split tasks (new entities: products, cities, articles,
-   labels), episodes through `WebEnv` driven by the generator alone and by each cascade at each
-   of `--thresholds`. At every step the task's oracle is asked what it would do in that state.
+   accuracy on held-out oracle demonstrations is reported with chance levels;
+4. on `--test-episodes` held-out tasks, episodes through `WebEnv` driven by the generator alone
+   and by each cascade at each of `--thresholds`. At every step the task's oracle is asked what
+   it would do in that state. `--episode-split` picks the held-out demos and tasks: test (new
+   entities: products, cities, articles, labels; every tiny policy is near zero there) or train
+   (fresh tasks over the training entities: new seeds, pages, pairings and element orders).
 
 Reported per policy: step success (the policy's action equals the oracle's action in the same
 state), task success (the env's checker), generated tokens per step (tokens the generator
@@ -58,59 +61,48 @@ Earlier runs under heavier load (36 -> 8) gave the same picture with noisier wal
 (generator 18.1 s/step at load 36). Runs differ slightly (e.g. the generator's tokens 30.9 vs
 32.0 in another run at load ~9): page states of a random policy's episodes are not identical.
 
-Trained generator (`webrl:tiny-webagent`, its own prompt: compact calls, "brief", 112 x 112 px,
-no think), measured 2026-11-30 on the shared 2-core CPU (the lead's GRPO / SFT runs beside it):
+Trained pointer generator on fresh tasks (the measurement that tests the claim), 2026-11-30 on
+the shared 2-core CPU (load 19-25: two GRPO runs beside it, so s/step says nothing):
 
-    .venv/bin/python benchmarks/cascade.py --generator webrl:tiny-webagent --sites widgets \\
-        --levels 0 1 --train-episodes 200 --test-episodes 24 --target-features text both \\
-        --max-steps 6 --work /work/ckpt/s4/cascade --json /work/ckpt/s4/cascade/result.json
+    .venv/bin/python benchmarks/cascade.py --generator webrl:tiny-webagent-pointer --sites widgets \
+        --levels 0 1 --train-episodes 200 --test-episodes 48 --episode-split train \
+        --target-features text --query-prefix "<tool_call>" --thresholds 0.5 0.65 0.8 \
+        --max-steps 6 --max-new-tokens 24 --work /work/ckpt/s5/cascade --json result48.json
 
-Demos: 200 train-split episodes (578 steps; seed 1) and 24 test-split episodes (69 steps; seed 2),
-widgets levels 0-1, 640x480, the oracle succeeded on all (recorded ahead of the run by the same
-`record_demos` calls, reused from --work). Heads: last layer, query last+goal,
-60 epochs. Held out on the 69 test-split oracle steps (chance: kind 0.46 = majority class, target
-0.14 = mean 1/N over element steps, select value 0.11):
+Heads trained on 200 train-split oracle episodes (578 steps, seed 1), held out on 24 fresh
+train-split episodes (70 steps, seed 2: new pages, pairings and element orders over the training
+entities), text features, query after `<tool_call>`: kind 0.99, target 0.89, value 0.83, all
+three 0.90 (chance 0.34 / 0.14 / 0.13). Live: 48 fresh train-split tasks (seed 3), widgets
+levels 0-1, max 6 steps:
 
-    target features   kind   target   value   all three
-    text              0.74   0.53     0.67    0.54
-    both              0.74   0.42     0.67    0.51
+    policy          step succ.  task succ.  element acc.  gen. tokens/step  heads share  steps
+    generator       0.449       0.396       0.544         7.07              0.00         156
+    cascade@0.5     0.453       0.333       0.429         1.38              0.91         139
+    cascade@0.65    0.430       0.333       0.473         2.55              0.76         149
+    cascade@0.8     0.430       0.333       0.527         3.62              0.63         158
 
-On oracle states the text pointer picks the element 4x chance, far above the generator's own
-element choice (22% on oracle states, MODEL_CARD.md; chance 12%). Live episodes on 24 held-out
-test-split tasks (seed 3), max 6 steps. Load average (1-minute) 5.8 at the start, 11.4 at the
-end (5-minute 25.5), 20-40 during most episodes: s/step follows the load, not the policy:
+Does the paper's claim hold? For step success yes: at threshold 0.5 the cascade matches the
+generator's step success (0.453 vs 0.449) with a fifth of its generated tokens (20%; 36% at 0.65,
+51% at 0.8). Task success is lower at every threshold: 16 of 48 tasks vs 19 (-3 tasks), within
+the noise of 48 episodes but not better. Where it loses: element choice in live episodes (0.43 vs
+0.54 at 0.5), although on oracle states of fresh tasks the target head is right on 0.89 of element
+steps: the heads were trained on oracle histories only, and live histories (the policy's own
+earlier steps, its mistakes included) differ; the generator's own figure on these oracle states
+was not measured. An earlier 24-task run of the
+same setup (thresholds 0.5 / 0.8 / 0.95) gave generator 0.375 task success, cascade 0.292 at 0.5
+and 0.375 at 0.8 and 0.95 with 61-65% of the tokens.
 
-    policy              step succ.  task succ.  element acc.  gen. tokens/step  s/step  heads share  steps
-    generator           0.066       0.00        0.035         7.24              1.87    0.00         91
-    cascade[text]@0.5   0.078       0.00        0.102         3.43              1.91    0.57         51
-    cascade[text]@0.8   0.066       0.00        0.041         6.50              1.95    0.21         76
-    cascade[text]@0.95  0.058       0.00        0.036         6.94              2.36    0.08         86
-    cascade[both]@0.5   0.078       0.00        0.085         3.18              1.75    0.61         51
-    cascade[both]@0.8   0.066       0.00        0.054         6.42              1.27    0.22         76
-    cascade[both]@0.95  0.058       0.00        0.036         6.94              0.54    0.08         86
+Why the query prefix: the last prompt position of a model trained on `<tool_call>click(...)`
+predicts the constant `<tool_call>`, not the kind; after feeding `<tool_call>` it predicts the
+kind token. `python -m webrl.policy.heads_train` on the same demos (text features) gives held-out
+kind / target / all three 0.76 / 0.84 / 0.64 without the prefix and 0.99 / 0.90 / 0.90 with it
+(same 578 train / 70 held-out steps).
 
-Chance: a click on a random listed element is right on about 0.12-0.14 of element steps (1/N;
-MODEL_CARD.md 0.119 on level-0 steps, 0.14 on these test demos); task success by chance is
-about 0 (even level 0 needs the right element and then stop()).
-
-Does the paper's claim hold here? Nominally at threshold 0.5: step success is comparable (0.078 vs
-0.066) with 47% (text) / 44% (both) of the generator's tokens per step, i.e. less than half; at
-0.8 and 0.95 the heads decide too rarely to save much. But the evidence is weak: task success is 0
-for every policy on these 24 tasks (so "comparable task success" says nothing), the step success
-differences are a few steps out of 51-91, and the cascade's episodes are shorter (51 steps vs 91;
-which heads decisions end them was not logged, most likely an early stop(): stop is a third of the
-training steps), so per-step figures compare different state mixes. The cascade is not better than
-the generator at the task level. In live episodes the heads' element accuracy (0.10 at 0.5) is 3x
-the generator's (0.035) but below the 1/N chance of oracle states and far below their 0.53 there.
-Likely reasons (not measured one by one): after the first wrong step the pages leave the oracle's
-path, and the heads were trained on oracle histories only; the kind head is weak (0.74 on oracle
-states against the generator's 95%), probably because it reads the prompt's last position, whose
-state in this 2-layer model predicts the constant `<tool_call>` token, not the kind (the generator
-chooses the kind one token later); and the held-out target figure mixes easy level-1 steps (e.g.
-the submit button after a field) with level-0 steps whose element the goal names, where the
-generator itself is right on 3 of 53 (MODEL_CARD.md). Wall time per step is not lower: with 7
-tokens per generated action the prefill (with all hidden states) and the heads' feature extraction
-cost about as much as the decoding they save, and the load was 20-40.
+Earlier, with the id-digits generator `webrl:tiny-webagent` on test-split tasks (unseen entities,
+24 tasks, no prefix, text features): heads held out kind 0.74 / target 0.53; task success 0 for
+the generator and every cascade (no tiny model succeeds on unseen entities), so the claim could
+not be tested there; at 0.5 the cascade generated 47% of the tokens with step success 0.078 vs
+0.066.
 """
 from __future__ import annotations
 

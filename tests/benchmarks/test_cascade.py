@@ -1,28 +1,22 @@
 """benchmarks/cascade.py: the generator's prompt comes from its checkpoint (`webrl_prompt.json`),
 the random-init path keeps its Set-of-Mark prompt, arguments, and the per-episode counting
 (step success, element accuracy, tokens, heads share) on a scripted env and policy."""
-import importlib.util
 import json
 import shutil
-import sys
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
+
+from tests.benchmarks.helpers import load_benchmark
 
 from webrl.actions import Action
 from webrl.policy import PromptConfig
 
-MODULE = Path(__file__).resolve().parents[2] / "benchmarks" / "cascade.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("cascade_bench", MODULE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("cascade")
 
 
 TRAINED = {"action_format": "compact", "prompt_version": "brief", "context_mode": "full", "reasoning_turns": 2,

@@ -1,22 +1,16 @@
 """benchmarks/learning_curve.py: paired task flips from a run's eval_outcomes.jsonl, the sign
 test, and the table's pooled line (values worked out by hand)."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-MODULE = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_curve.py"
+from tests.benchmarks.helpers import load_benchmark
+
 
 
 @pytest.fixture(scope="module")
 def lc():
-    spec = importlib.util.spec_from_file_location("learning_curve_bench", MODULE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("learning_curve")
 
 
 def test_flips_pair_tasks_in_order_and_skip_dropped(lc, tmp_path):

@@ -1,28 +1,22 @@
 """The pure parts of benchmarks/sft_alternatives.py: element spans in prompt ids, pointer scores
 (shape, masking, values by hand), the held-out accuracies, and the batched greedy decode against
 `GeneratorPolicy` (the project's decode path)."""
-import importlib.util
 import io
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from tests.benchmarks.helpers import load_benchmark
+
 from webrl.actions import ACTION_KINDS, parse_compact
 from webrl.types import Image, Trajectory, Turn
 
-MODULE = Path(__file__).resolve().parents[2] / "benchmarks" / "sft_alternatives.py"
 
 
 @pytest.fixture(scope="module")
 def alt():
-    spec = importlib.util.spec_from_file_location("sft_alternatives_bench", MODULE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("sft_alternatives")
 
 
 def _png(colour) -> Image:

@@ -10,7 +10,13 @@ widgets level-0 tasks from `webrl:tiny-webagent-pointer`) with `run.seed=SEED` a
 config's `tasks.eval_split`, fresh tasks over the training entities in the default) before RL
 and after every BLOCK iterations. The seed changes the rollout samples and the evaluation draw; the
 starting weights are the same. Writes `curve.json`, `curve.md` (a table: success per seed and
-block, mean, wall time) and `curve.png` (drawn with PIL) under `--out/<time>/`.
+block, mean, wall time; then, from each run's `eval_outcomes.jsonl`, the tasks that flipped up
+and down against the first evaluation, pooled over seeds, with an exact sign test) and
+`curve.png` (drawn with PIL) under `--out/<time>/`.
+
+Greedy evaluation is not bit-reproducible here (two evaluations of the same weights on the same
+48 tasks differed by 2 tasks, most likely batched decoding): read a change of one or two
+episodes as noise; the paired flips show whether the policy moved and which way.
 
 Success figures are shares of `tasks.eval_tasks` episodes: report them with that count (one
 task is 1/eval_tasks). Results measured on this project's machines are in the closing notes of

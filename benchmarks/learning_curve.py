@@ -15,7 +15,8 @@ and down against the first evaluation, pooled over seeds, with an exact sign tes
 `curve.png` (drawn with PIL) under `--out/<time>/`.
 
 Greedy evaluation is not bit-reproducible here (two evaluations of the same weights on the same
-48 tasks differed by 2 tasks, most likely batched decoding): read a change of one or two
+48 tasks differed by 2 tasks; batched decoding changes log-probs by ~1e-6 only, so the pages or
+screenshots likely differ between runs; not found yet): read a change of one or two
 episodes as noise; the paired flips show whether the policy moved and which way.
 
 Success figures are shares of `tasks.eval_tasks` episodes: report them with that count (one

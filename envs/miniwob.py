@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import urlparse
 
 from webrl.actions import Action
-from webrl.envs.task import TaskSpec
+from webrl.envs.task import OriginAlias, TaskSpec
 
 DATA_MODES = ("default", "train", "test")
 ENV_ID_FORMAT = "webrl/miniwob.{}-v0"
@@ -130,6 +131,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 _SERVER_LOCK = threading.Lock()
 _SERVER: dict[str, Any] = {"pid": None, "httpd": None, "url": None}
+SHOWN_ORIGIN = "http://miniwob.test"  # what observations show for the server's free-port origin
 
 
 def miniwob_base_url() -> str:
@@ -217,6 +219,11 @@ class MiniWoBTask:
 
     def __reduce__(self):  # a copy in another process gets that process's server URL
         return (MiniWoBTask, (self.name, self.seed, self.config))
+
+    def url_alias(self) -> OriginAlias:
+        """Observations show the pages at a stable origin, whatever port the server bound."""
+        start = urlparse(self.spec.start_url)
+        return OriginAlias(real=f"{start.scheme}://{start.netloc}", shown=SHOWN_ORIGIN)
 
     def setup(self, page: Any) -> None:
         if page.url.split("#")[0] != self.spec.start_url:

@@ -15,6 +15,7 @@ Lifecycle inside one episode::
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol, runtime_checkable
 from urllib.parse import urlparse
@@ -52,6 +53,28 @@ class TaskSpec:
         self.allowed_domains = tuple(self.allowed_domains)
 
 
+@dataclass(frozen=True)
+class OriginAlias:
+    """Show `real` (an origin, "http://127.0.0.1:41234") as `shown` ("http://sandbox.test").
+
+    Why: a local site server binds a free port, so without an alias the prompt's URL digits
+    change from run to run, and with them a policy's greedy choice wherever two actions are
+    close (measured: 2 of 48 sandbox tasks flipped between evaluations of the same weights).
+    """
+
+    real: str
+    shown: str
+
+    def show(self, text: str) -> str:
+        """`text` with every occurrence of the real origin (not followed by another port
+        digit) replaced by the shown one."""
+        return re.sub(re.escape(self.real) + r"(?!\d)", lambda _: self.shown, text)
+
+    def resolve(self, url: str) -> str:
+        """A URL the agent typed: on the shown origin -> on the real one; anything else as is."""
+        return re.sub("^" + re.escape(self.shown) + r"(?=[/?#]|$)", lambda _: self.real, url)
+
+
 @runtime_checkable
 class Task(Protocol):
     """What `WebEnv` calls. `page` is a Playwright sync `Page`."""
@@ -64,6 +87,9 @@ class Task(Protocol):
     # Optional: `entry_url(self) -> str`, the URL the browser opens first instead of
     # `spec.start_url` (e.g. one that sets this episode's session cookie and redirects to the
     # start page, so the episode starts with one navigation). Must be on an allowed domain.
+    # Optional: `url_alias(self) -> Optional[OriginAlias]`, asked after `prepare`: the episode's
+    # observations show the alias's stable origin in place of the real one (a local server on a
+    # free port), and URLs the agent types on the stable origin go to the real one.
 
     def setup(self, page: Any) -> None:
         """Prepare the episode (e.g. log in, reset server state, seed the page)."""

@@ -12,6 +12,7 @@ Departures from the OpenWebRL recipe and why:
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
@@ -30,7 +31,7 @@ from webrl.envs.observation import (AnyText, blank_observation, build_observatio
                                     observation_space, tabs_text)
 from webrl.envs.safety import (Deadline, DomainAllowlist, StepTimeLimit, attach_page_handlers,
                                close_page_quietly, guard_tab_urls, install_guards)
-from webrl.envs.task import BaseTask, Task, TaskSource, TaskSpec
+from webrl.envs.task import BaseTask, OriginAlias, Task, TaskSource, TaskSpec
 
 MAX_ACTION_CHARS = 4096
 
@@ -66,6 +67,7 @@ class _Episode:
     elements: list = field(default_factory=list)
     screenshot_size: tuple = (0, 0)
     done: bool = False
+    alias: Optional[OriginAlias] = None  # the task's stable origin for a local server's real one
 
 
 class WebEnv(gymnasium.Env):
@@ -80,8 +82,11 @@ class WebEnv(gymnasium.Env):
     `Dict` with "screenshot" (H, W, 3) uint8 with numbered Set-of-Mark boxes (H, W = viewport),
     "url", "title", "goal", "elements_text" (`[12] button "Add to cart"` per line), "feedback"
     (what the last action did), "last_action_error" ("" if none), "tabs" (one line per tab, the
-    current one marked), "step" (steps taken). `info` carries "elements" (dicts with id, tag,
-    role, name, bbox, ...), "raw_screenshot_png", "task_id", "reward_details", "action".
+    current one marked), "step" (steps taken). URLs in the text fields show a task's stable
+    origin where it has one (`task.url_alias()`: the sandbox and MiniWoB++ servers bind free
+    ports); `goto`/`new_tab` URLs on that origin go to the real one. `info` carries "elements"
+    (dicts with id, tag, role, name, bbox, ...), "raw_screenshot_png", "task_id",
+    "reward_details", "action".
 
     ## Reward
     0 on every step but the last; on `answer`/`stop` or when the task's page says it is done,
@@ -220,6 +225,7 @@ class WebEnv(gymnasium.Env):
         episode.tabs.add(page)
         events.new_pages.clear()  # the first tab is not news
         entry = task.entry_url() if hasattr(task, "entry_url") else task.spec.start_url
+        episode.alias = task.url_alias() if hasattr(task, "url_alias") else None
         reason = allowlist.check_navigation(entry)
         if reason:
             raise ValueError(f"task {task.spec.id}: entry_url {entry} is not allowed: {reason}")
@@ -237,6 +243,8 @@ class WebEnv(gymnasium.Env):
         if isinstance(parsed, ParseError):
             error = f"could not parse the action: {parsed.message}"
         else:
+            if episode.alias is not None and parsed.kind in ("goto", "new_tab") and parsed.text:
+                parsed = dataclasses.replace(parsed, text=episode.alias.resolve(parsed.text))
             try:
                 description = execute_action(parsed, self._action_context(episode, deadline))
             except ActionFailed as failure:
@@ -331,12 +339,13 @@ class WebEnv(gymnasium.Env):
             raise PageUnresponsive("the page did not answer while being observed") from timeout
         episode.elements = collected["elements"]
         episode.tabs.titles[id(page)] = collected["title"]
-        titles_urls = [(episode.tabs.titles.get(id(p), ""), p.url) for p in episode.tabs.pages]
+        show = episode.alias.show if episode.alias is not None else str
+        titles_urls = [(episode.tabs.titles.get(id(p), ""), show(p.url)) for p in episode.tabs.pages]
         obs = build_observation(
             screenshot_png=png, elements=episode.elements, truncated=collected["truncated"],
-            url=page.url, title=collected["title"], goal=episode.task.spec.goal,
+            url=show(page.url), title=collected["title"], goal=episode.task.spec.goal,
             tabs=tabs_text(titles_urls, episode.tabs.active), step=episode.steps,
-            feedback=feedback, error=error, config=self.config.observation)
+            feedback=show(feedback), error=show(error), config=self.config.observation)
         episode.screenshot_size = (obs["screenshot"].shape[1], obs["screenshot"].shape[0])
         self._last_obs = obs
         info = {"elements": episode.elements, "raw_screenshot_png": png,

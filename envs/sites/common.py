@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Optional
 from urllib.parse import parse_qs, urlencode, urlparse
 
 from webrl.actions import Action
-from webrl.envs.task import BaseTask, TaskSpec
+from webrl.envs.task import BaseTask, OriginAlias, TaskSpec
 
 SPLITS = ("train", "test")
 LEVELS = (0, 1, 2)
@@ -222,6 +222,13 @@ class SiteTask(BaseTask):
                                params=dict(self.spec.params)))
         self._entered = True
         return base + query_url("/__session", sid=self.sid, next=path)
+
+    def url_alias(self) -> OriginAlias:
+        """Observations show the sandbox at `SHOWN_ORIGIN`, whatever port its server bound."""
+        from webrl.envs.sites.server import SHOWN_ORIGIN
+
+        start = urlparse(self.spec.start_url)
+        return OriginAlias(real=f"{start.scheme}://{start.netloc}", shown=SHOWN_ORIGIN)
 
     def setup(self, page: Any) -> None:
         """Nothing when the page was opened at `entry_url()`; otherwise (a caller that opened

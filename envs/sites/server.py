@@ -96,6 +96,12 @@ def create_app() -> Flask:
     return app
 
 
+# What observations show in place of the server's real origin (`SiteTask.url_alias`): the
+# server binds a free port, and a prompt whose URL digits change from run to run changes a
+# policy's greedy choice wherever two actions are close.
+SHOWN_ORIGIN = "http://sandbox.test"  # .test: a name reserved for testing, never a real host
+
+
 def ensure_server(port: Optional[int] = None) -> str:
     """Start the server once per process (a daemon thread) and return its base URL,
     e.g. "http://127.0.0.1:41234". Port: `port`, else $WEBRL_SITES_PORT, else a free one."""

@@ -36,11 +36,11 @@ def test_prompt_settings_mismatch_names_each_key(tmp_path):
 @pytest.mark.parametrize("name", shipped.shipped_names())
 def test_shipped_checkpoint_meets_its_model_card(name, tmp_path, monkeypatch):
     """`webrl eval` of each shipped checkpoint, offline, on the fixed held-out sample its model
-    card reports (`webrl_card.json`'s `test_sample`: config overrides, the sites port, and the
-    success and valid-action rate measured with them), in the prompt format it was trained with
-    (`webrl_prompt.json`). With one env slot and a fixed port the prompts are identical between
-    runs and greedy decoding repeats the card's figures; the margins (one task, 5 points of
-    valid actions) absorb a flipped argmax between CPU builds."""
+    card reports (`webrl_card.json`'s `test_sample`: config overrides, environment variables,
+    and the success and valid-action rate measured with them), in the prompt format it was trained with
+    (`webrl_prompt.json`). With one env slot and the sandbox shown at a fixed origin the prompts
+    are identical between runs and greedy decoding repeats the card's figures; the margins (one
+    task, 5 points of valid actions) absorb a flipped argmax between CPU builds."""
     import os
 
     from webrl.config import load_config

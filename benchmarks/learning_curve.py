@@ -2,22 +2,25 @@
 iterations, for several seeds: the evidence that the RL works.
 
     .venv/bin/python benchmarks/learning_curve.py [--seeds 0 1 2] [--config default]
-        [--block 2] [--out runs/learning_curve] [key=value ...]
+        [--block 2] [--samples-per-task 4] [--out runs/learning_curve] [key=value ...]
 
 Each seed is one run of the main job on `--config` (the embedded default: GRPO on sandbox
 widgets level-0 tasks from `webrl:tiny-webagent-pointer`) with `run.seed=SEED` and
 `trainer.eval_every=BLOCK`: greedy evaluation on the same held-out tasks (fixed by the seed; the
 config's `tasks.eval_split`, fresh tasks over the training entities in the default) before RL
-and after every BLOCK iterations. The seed changes the rollout samples and the evaluation draw; the
+and after every BLOCK iterations; with `--samples-per-task K` each evaluation also samples K
+episodes per task at the rollout temperature (`eval.samples_per_task`; K x eval_tasks more
+episodes per evaluation). The seed changes the rollout samples and the evaluation draw; the
 starting weights are the same. Writes `curve.json`, `curve.md` (a table: success per seed and
 block, mean, wall time; then, from each run's `eval_outcomes.jsonl`, the tasks that flipped up
-and down against the first evaluation, pooled over seeds, with an exact sign test) and
-`curve.png` (drawn with PIL) under `--out/<time>/`.
+and down against the first evaluation, pooled over seeds, with an exact sign test; the same for
+the sampled success per task when sampled) and `curve.png` (drawn with PIL) under
+`--out/<time>/`.
 
-Greedy evaluation is not bit-reproducible here (two evaluations of the same weights on the same
-48 tasks differed by 2 tasks; batched decoding changes log-probs by ~1e-6 only, so the pages or
-screenshots likely differ between runs; not found yet): read a change of one or two
-episodes as noise; the paired flips show whether the policy moved and which way.
+Why the sampled line: a greedy evaluation only changes where RL moved an argmax; GRPO's first
+effect is to move probability toward rewarded actions, which the sampled success sees first.
+Greedy evaluation is reproducible (the sandbox is shown at a fixed origin, whatever port its
+server bound); sampled evaluation is not seeded and varies between runs like any sample.
 
 Success figures are shares of `tasks.eval_tasks` episodes: report them with that count (one
 task is 1/eval_tasks). Results measured on this project's machines are in the closing notes of
@@ -45,21 +48,50 @@ def run_seed(config_name: str, seed: int, block: int, out: Path, overrides: list
     Trainer(config).fit()
     wall = time.monotonic() - t0
     return {"seed": seed, "points": eval_points(run_dir / "metrics.jsonl"), "wall_s": wall,
-            "flips": flips(run_dir / "eval_outcomes.jsonl")}
+            "flips": flips(run_dir / "eval_outcomes.jsonl"),
+            "sampled": sampled_points(run_dir / "eval_outcomes.jsonl"),
+            "sampled_shifts": sampled_shifts(run_dir / "eval_outcomes.jsonl")}
+
+
+def _outcome_rows(outcomes_file: Path) -> list[dict]:
+    if not outcomes_file.exists():
+        return []
+    return [json.loads(line) for line in outcomes_file.read_text().splitlines() if line.strip()]
+
+
+def sampled_points(outcomes_file: Path) -> list[tuple[int, float]]:
+    """(iteration, mean sampled success over the tasks) of every evaluation that sampled
+    (`eval.samples_per_task` > 0); tasks whose sampled episodes all dropped are skipped."""
+    out = []
+    for r in _outcome_rows(outcomes_file):
+        means = [m for _, m in r.get("sampled", []) if m is not None]
+        if means:
+            out.append((int(r["iteration"]), sum(means) / len(means)))
+    return out
+
+
+def sampled_shifts(outcomes_file: Path) -> list[tuple[int, int, int]]:
+    """(iteration, tasks up, tasks down) of every later sampled evaluation against the first:
+    up = the task's mean sampled success rose (e.g. 1 of 4 episodes -> 3 of 4)."""
+    return _paired(_outcome_rows(outcomes_file), "sampled")
 
 
 def flips(outcomes_file: Path) -> list[tuple[int, int, int]]:
     """(iteration, tasks up, tasks down) of every later evaluation against the first ("before"):
     up = failed before and succeeded then, down = the reverse. The evaluations of a run draw the
     same tasks in the same order, so task i is compared with task i; dropped ones are skipped."""
-    if not outcomes_file.exists():
-        return []
-    rows = [json.loads(line) for line in outcomes_file.read_text().splitlines() if line.strip()]
+    return _paired(_outcome_rows(outcomes_file), "outcomes")
+
+
+def _paired(rows: list[dict], key: str) -> list[tuple[int, int, int]]:
+    """Task i of each later row's `key` list ([task id, value or None]) against task i of the
+    first row that has one: (iteration, values that rose, values that fell)."""
+    rows = [r for r in rows if r.get(key)]
     if not rows:
         return []
-    first, out = rows[0]["outcomes"], []
+    first, out = rows[0][key], []
     for r in rows[1:]:
-        pairs = [(a[1], b[1]) for a, b in zip(first, r["outcomes"]) if a[0] == b[0] and None not in (a[1], b[1])]
+        pairs = [(a[1], b[1]) for a, b in zip(first, r[key]) if a[0] == b[0] and None not in (a[1], b[1])]
         out.append((int(r["iteration"]), sum(a < b for a, b in pairs), sum(a > b for a, b in pairs)))
     return out
 
@@ -109,17 +141,34 @@ def table(runs: list[dict], eval_tasks: int) -> str:
         lines.append(f"| {'before RL' if it == 0 else it} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in vals)
                      + f" | {mean:.3f} | {sum(wall) / max(len(wall), 1):.0f} |")
     lines.append(f"\nSuccess = share of {eval_tasks} held-out episodes (greedy); one episode = {1 / eval_tasks:.3f}.")
+    for it, (up, down) in sorted(_pool(runs, "flips").items()):
+        lines.append(f"Iteration {it} vs before, all seeds: {up} tasks up, {down} down "
+                     f"(two-sided sign test p = {sign_test(up, down):.3f}).")
+    if any(r.get("sampled") for r in runs):
+        lines += ["", "Sampled at the rollout temperature (`eval.samples_per_task` episodes per task, mean success):", "",
+                  "| iteration | " + " | ".join(f"seed {r['seed']}" for r in runs) + " | mean |",
+                  "|" + "---|" * (len(runs) + 2)]
+        for it in sorted({it for r in runs for it, _ in r.get("sampled", [])}):
+            vals = [next((s for i, s in r.get("sampled", []) if i == it), None) for r in runs]
+            got = [v for v in vals if v is not None]
+            lines.append(f"| {'before RL' if it == 0 else it} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in vals)
+                         + f" | {sum(got) / len(got):.3f} |")
+        for it, (up, down) in sorted(_pool(runs, "sampled_shifts").items()):
+            lines.append(f"Iteration {it} vs before, all seeds: sampled success rose on {up} tasks, fell on {down} "
+                         f"(two-sided sign test p = {sign_test(up, down):.3f}).")
+    lines.append("Run wall time per seed (s): " + ", ".join(f"{r['seed']}: {r['wall_s']:.0f}" for r in runs))
+    return "\n".join(lines)
+
+
+def _pool(runs: list[dict], key: str) -> dict[int, list[int]]:
+    """{iteration: [up, down]} summed over the seeds' `key` lists of (iteration, up, down)."""
     pooled: dict[int, list[int]] = {}
     for r in runs:
-        for it, up, down in r.get("flips", []):
+        for it, up, down in r.get(key, []):
             pooled.setdefault(it, [0, 0])
             pooled[it][0] += up
             pooled[it][1] += down
-    for it, (up, down) in sorted(pooled.items()):
-        lines.append(f"Iteration {it} vs before, all seeds: {up} tasks up, {down} down "
-                     f"(two-sided sign test p = {sign_test(up, down):.3f}).")
-    lines.append("Run wall time per seed (s): " + ", ".join(f"{r['seed']}: {r['wall_s']:.0f}" for r in runs))
-    return "\n".join(lines)
+    return pooled
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -159,9 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--config", default="default")
     p.add_argument("--block", type=int, default=2, help="GRPO iterations between evaluations")
+    p.add_argument("--samples-per-task", type=int, default=0,
+                   help="also evaluate this many sampled episodes per task (eval.samples_per_task)")
     p.add_argument("--out", default="runs/learning_curve")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)
+    if args.samples_per_task:
+        args.overrides = [*args.overrides, f"eval.samples_per_task={args.samples_per_task}"]
     out = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     runs = [run_seed(args.config, seed, args.block, out, args.overrides) for seed in args.seeds]

@@ -104,9 +104,17 @@ def test_sft_then_eval_of_its_checkpoint_and_of_an_endpoint(tmp_path, capsys):
     assert json.loads((hf / "webrl_prompt.json").read_text())["action_format"] == "som"  # smoke's prompt format
 
     assert main(["eval", str(hf.parent), "--config", "smoke", f"run.run_dir={tmp_path / 'ev'}",
-                 "tasks.eval_tasks=2", "rollout.max_turns=1"]) == 0
+                 "tasks.eval_tasks=2", "rollout.max_turns=1", "eval.samples_per_task=3"]) == 0
     out = capsys.readouterr().out
     assert "widgets/l0" in out and "overall" in out
+    (record,) = [json.loads(line) for line in (tmp_path / "ev" / "eval_outcomes.jsonl").read_text().splitlines()]
+    assert [t for t, _ in record["sampled"]] == [t for t, _ in record["outcomes"]]  # the same 2 tasks, in order
+    means = [m for _, m in record["sampled"]]
+    assert all(m in (0.0, 1 / 3, 2 / 3, 1.0) for m in means)  # 3 sampled episodes per task
+    (logged,) = [json.loads(line) for line in (tmp_path / "ev" / "metrics.jsonl").read_text().splitlines()
+                 if '"eval"' in line]
+    assert logged["success_sampled"] == pytest.approx(sum(means) / 2)
+    assert f"overall, sampled at temperature 0.8 (3 per task): {100 * sum(means) / 2:.1f}%" in out
     results = sorted((tmp_path / "ev" / "om2w").glob("*/result.json"))
     assert len(results) == 2
     doc = json.loads(results[0].read_text())

@@ -24,6 +24,10 @@ def test_trainer_config_errors_name_the_key():
                                           "generator.sampling.temperature=0.8"):
         load_config(WebRLConfig, "smoke", ["learner.temperature=0.5"])
     assert load_config(WebRLConfig, "smoke", ["learner.temperature=0.8"]).learner.temperature == 0.8
+    with pytest.raises(ConfigError, match="eval.samples_per_task must be >= 0, got -1"):
+        load_config(WebRLConfig, "smoke", ["eval.samples_per_task=-1"])
+    with pytest.raises(ConfigError, match="eval.samples_per_task needs the checkpoint's own sampler"):
+        load_config(WebRLConfig, "smoke", ["eval.samples_per_task=2", "eval.endpoint=http://127.0.0.1:9/v1"])
 
 
 def _task(site: str, level: int, task_id: str = "t"):
@@ -144,8 +148,12 @@ def test_smoke_run_checkpoints_resumes_and_writes_the_viewer(run_dir):
     first = next(r for r in records if r.get("iteration") == 1 and r.get("stage") is None)
     assert first["ratio_max"] < 1.01 and abs(first["approx_kl"]) < 1e-3, first
 
-    second = _run(folder, "run.resume=true", "trainer.iterations=3")
+    second = _run(folder, "run.resume=true", "trainer.iterations=3", "eval.samples_per_task=2")
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    last = json.loads((folder / "eval_outcomes.jsonl").read_text().splitlines()[-1])
+    assert [t for t, _ in last["sampled"]] == ids[0]  # 2 episodes per task at the rollout temperature
+    assert all(m in (0.0, 0.5, 1.0) for _, m in last["sampled"])
+    assert "overall, sampled" in second.stdout
     assert "resumed from" in second.stdout and "iteration 2" in second.stdout
     assert sorted(c.name for c in (folder / "checkpoints").glob("step-*"))[-1] == "step-00000003"
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]

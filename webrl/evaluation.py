@@ -77,6 +77,10 @@ def before_after_table(before: Optional[dict], after: Optional[dict]) -> str:
             v = r.get("success") if key == "overall" else r.get("per_site_level", {}).get(key)
             return f"{100 * v:5.1f}%" if v is not None else "   -  "
         rows.append(f"{key:<30} {get(before):>7} {get(after):>8}")
+    if any("success_sampled" in (r or {}) for r in (before, after)):
+        def sampled(r):
+            return f"{100 * r['success_sampled']:5.1f}%" if r and "success_sampled" in r else "   -  "
+        rows.append(f"{'overall, sampled':<30} {sampled(before):>7} {sampled(after):>8}")
     return "\n".join(rows)
 
 

@@ -193,10 +193,19 @@ class EvalStageConfig:
     export_om2w: bool = True
     """`webrl eval` also writes every trajectory in the Online-Mind2Web v2 result format
     (`<run_dir>/om2w/<task_id>/result.json`), the layout the official WebJudge script reads."""
+    samples_per_task: int = 0
+    """Besides the greedy episode, this many episodes per held-out task sampled at the rollout
+    temperature (0 = off): `success_sampled`, their mean success. More sensitive than greedy
+    success to a policy that moved probability toward the right action without (yet) changing
+    its argmax; costs samples_per_task x eval_tasks more episodes per evaluation."""
 
     def __post_init__(self) -> None:
         if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"eval.endpoint must start with http:// or https://, got {self.endpoint!r}")
+        if self.samples_per_task < 0:
+            raise ConfigError(f"eval.samples_per_task must be >= 0, got {self.samples_per_task}")
+        if self.samples_per_task and self.endpoint:
+            raise ConfigError("eval.samples_per_task needs the checkpoint's own sampler; set it to 0 with eval.endpoint")
 
 
 def _default_env() -> EnvWorkerConfig:

@@ -1,6 +1,6 @@
 """`Trainer`: the single-controller loop of a webrl run, read top to bottom.
 
-    evaluate (held-out tasks, greedy)
+    evaluate (held-out tasks, greedy; + eval.samples_per_task sampled episodes per task)
     sft:  record oracle demonstrations -> per-turn SFT samples -> SFT learner -> HF checkpoint
     rl:   for each iteration:
               collect G trajectories per task (RolloutCoordinator over EnvWorkers + InferenceWorkers)
@@ -26,7 +26,8 @@ corrects the lag) and draws tasks on its own thread, so those draws do not repla
 
 Departures from the OpenWebRL recipe (CPU default only; presets restore the recipe):
 the SFT stage records demonstrations from the sandbox oracles instead of loading 0.4K human
-trajectories; and the default learning rate is 1e-4 (LEARNING.md: tiny models need it).
+trajectories; and the default learning rate is 2e-4 (LEARNING.md: RL moved a tiny model the
+right way only at a low one).
 """
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ class Trainer:
         self.env_workers: list = []
         self.inference: list = []
         self.eval_inference: Any = None
+        self.sampled_eval_coordinator: Any = None  # eval.samples_per_task episodes at the rollout temperature
         self.last_eval: Optional[tuple[list, list]] = None
         self._evaluated_at: Optional[tuple[int, int]] = None  # (iteration, policy version) of last_eval
         self._last_metrics: dict[str, Any] = {}
@@ -143,10 +145,13 @@ class Trainer:
         try:
             self._setup_base()
             self._setup_rollout(rollout=False)
-            self.evaluate("eval")
+            out = self.evaluate("eval")
             tasks, trajectories = self.last_eval or ([], [])
             summary = summarize(tasks, trajectories)
             print(success_table(summary))
+            if "success_sampled" in out:
+                print(f"overall, sampled at temperature {self.config.generator.sampling.temperature:g} "
+                      f"({self.config.eval.samples_per_task} per task): {100 * out['success_sampled']:.1f}%")
             if self.config.eval.export_om2w:
                 folders = export_om2w(trajectories, self.run_dir / "om2w")
                 print(f"Online-Mind2Web results: {len(folders)} task folders in {self.run_dir / 'om2w'}")
@@ -282,13 +287,32 @@ class Trainer:
         if reasons:
             print(f"webrl eval: {len(reasons)} distinct drop reasons, e.g. {reasons[0]}")
         out = summarize(tasks, trajectories).as_metrics()
-        self._log({"stage": "eval", "label": label, "success": out["success"], "dropped": out["dropped"]})
+        record = {"label": label, "iteration": self.iteration, "outcomes": [
+            [task.spec.id, None if traj.status != "ok" else float((traj.reward or 0) > 0)]
+            for task, traj in zip(tasks, trajectories)]}
+        sampled = self._sampled_outcomes(tasks) if cfg.eval.samples_per_task else None
+        log = {"stage": "eval", "label": label, "success": out["success"], "dropped": out["dropped"]}
+        if sampled is not None:
+            record["sampled"] = sampled
+            scored = [m for _, m in sampled if m is not None]
+            out["success_sampled"] = log["success_sampled"] = sum(scored) / len(scored) if scored else 0.0
+        self._log(log)
         with open(self.run_dir / "eval_outcomes.jsonl", "a") as f:  # per task, in draw order: paired comparisons
-            f.write(json.dumps({"label": label, "iteration": self.iteration, "outcomes": [
-                [task.spec.id, None if traj.status != "ok" else float((traj.reward or 0) > 0)]
-                for task, traj in zip(tasks, trajectories)]}) + "\n")
+            f.write(json.dumps(record) + "\n")
         if self.learner is not None:
             self._evaluated_at, self._last_metrics = (self.iteration, self.policy_version), out
+        return out
+
+    def _sampled_outcomes(self, tasks) -> list[list]:
+        """[task id, mean success of its eval.samples_per_task sampled episodes (None: all
+        dropped)] per task, in draw order."""
+        k = self.config.eval.samples_per_task
+        trajectories, _ = self.sampled_eval_coordinator.collect(tasks, self.iteration)  # grouped in task order
+        self._score(trajectories)
+        out = []
+        for i, task in enumerate(tasks):
+            ok = [float((t.reward or 0) > 0) for t in trajectories[i * k:(i + 1) * k] if t.status == "ok"]
+            out.append([task.spec.id, sum(ok) / len(ok) if ok else None])
         return out
 
     # -- setup -------------------------------------------------------------------------------
@@ -329,6 +353,13 @@ class Trainer:
                                                    cascade=cfg.cascade)
             self.coordinator = RolloutCoordinator(slots, self.inference, cfg.rollout, on_trajectory=log,
                                                   progress=ProgressBar())
+        if cfg.eval.samples_per_task:  # the rollout's sampler; one of its own when only evaluating
+            if not self.inference:
+                self.inference = self._start_inference(cfg.generator, 0, cascade=cfg.cascade)
+            self.sampled_eval_coordinator = RolloutCoordinator(
+                slots, self.inference, dataclasses.replace(cfg.rollout, group_size=cfg.eval.samples_per_task),
+                on_trajectory=None, progress=ProgressBar())
+        if rollout:
             if cfg.rollout.mode == "async":  # task draws happen on the collector's own thread and RNG
                 from webrl.rollout import AsyncCollector
                 from webrl.task_sources import draw_tasks

@@ -38,3 +38,23 @@ def test_table_pools_flips_over_seeds(lc):
     text = lc.table(runs, eval_tasks=4)
     assert "| 4 | 0.750 | 0.500 | 0.625 | 11 |" in text
     assert f"Iteration 4 vs before, all seeds: 5 tasks up, 1 down (two-sided sign test p = {2 * 7 / 64:.3f})" in text
+
+
+def test_sampled_points_and_shifts_by_hand(lc, tmp_path):
+    f = tmp_path / "eval_outcomes.jsonl"
+    rows = [{"label": "before", "iteration": 0, "outcomes": [["a", 0.0], ["b", 1.0], ["c", 0.0]],
+             "sampled": [["a", 0.25], ["b", 1.0], ["c", None]]},
+            {"label": "iteration 8", "iteration": 8, "outcomes": [["a", 0.0], ["b", 1.0], ["c", 0.0]],
+             "sampled": [["a", 0.75], ["b", 0.5], ["c", 0.5]]}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # before: mean of 0.25 and 1.0 (c all dropped); after: (0.75 + 0.5 + 0.5) / 3
+    assert lc.sampled_points(f) == [(0, 0.625), (8, pytest.approx(1.75 / 3))]
+    assert lc.sampled_shifts(f) == [(8, 1, 1)]  # a rose, b fell, c not comparable
+    runs = [{"seed": 0, "points": [(0, 0.5, 0.0), (8, 0.5, 9.0)], "wall_s": 9.0, "flips": [(8, 0, 0)],
+             "sampled": lc.sampled_points(f), "sampled_shifts": [(8, 4, 0)]},
+            {"seed": 1, "points": [(0, 0.5, 0.0), (8, 0.5, 9.0)], "wall_s": 9.0, "flips": [(8, 0, 0)],
+             "sampled": [(0, 0.5), (8, 0.75)], "sampled_shifts": [(8, 2, 1)]}]
+    text = lc.table(runs, eval_tasks=3)
+    assert "| 8 | 0.583 | 0.750 | 0.667 |" in text
+    assert f"sampled success rose on 6 tasks, fell on 1 (two-sided sign test p = {2 * 8 / 128:.3f})" in text
+    assert lc.sampled_points(tmp_path / "missing.jsonl") == [] and lc.sampled_shifts(tmp_path / "missing.jsonl") == []

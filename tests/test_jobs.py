@@ -75,7 +75,10 @@ def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
     head = subprocess.Popen(
         [str(venv_bin / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
          f"--port={_free_port()}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-         f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}", "--num-cpus=8", "--disable-usage-stats"],
+         f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}", "--num-cpus=8", "--disable-usage-stats",
+         # the agent's HTTP port (the job server submits through it) defaults to 52365, which
+         # any other Ray on the machine (a local training run) may already hold
+         f"--dashboard-agent-listen-port={_free_port()}"],
         env=env, stdout=head_log, stderr=subprocess.STDOUT, start_new_session=True)
     address = f"http://127.0.0.1:{dashboard_port}"
     out_dir = tmp_path / "runs"

@@ -175,3 +175,28 @@ def test_save_keeps_the_last_n_step_checkpoints(setup, tmp_path):
         group.save(str(tmp_path / f"step-{step:08d}"))
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002", "step-00000003"]
     assert not (tmp_path / "step-00000001").exists() and (tmp_path / "best").is_dir()
+
+
+def test_one_grpo_update_raises_positive_and_lowers_negative_advantage_responses(tiny_qwen25vl_path):
+    """The sign of the whole path (samples -> clipped objective -> DeepSpeed step): on-policy
+    samples with advantages +1 / -1, one update; the summed response log-prob of the +1 samples
+    rises and that of the -1 samples falls. (Measured the same way on a recorded iteration of
+    the default: -0.44 nats per update for negative responses, +0.10 for positive ones.)"""
+    import numpy as np
+
+    from tests.learner.helpers import with_rollout_logprobs
+
+    _, processor = load_model(tiny_qwen25vl_path)
+    group = LearnerGroup(learner_config(tiny_qwen25vl_path, objective="grpo", zero_stage=0), 1, use_ray=False)
+    try:
+        samples = make_samples(processor, 6)
+        before = group.compute_logprobs(samples).logprobs
+        samples = with_rollout_logprobs(samples, before)
+        group.update(samples)
+        after = group.compute_logprobs(samples).logprobs
+    finally:
+        group.shutdown()
+    change = np.array([float(a.sum() - b.sum()) for a, b in zip(after, before)])
+    advantage = np.array([s.advantage for s in samples])
+    assert set(advantage) == {1.0, -1.0}
+    assert change[advantage > 0].mean() > 0 > change[advantage < 0].mean(), change

@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import urlparse
 
 from webrl.actions import Action
 from webrl.envs.task import OriginAlias, TaskSpec
@@ -222,8 +221,7 @@ class MiniWoBTask:
 
     def url_alias(self) -> OriginAlias:
         """Observations show the pages at a stable origin, whatever port the server bound."""
-        start = urlparse(self.spec.start_url)
-        return OriginAlias(real=f"{start.scheme}://{start.netloc}", shown=SHOWN_ORIGIN)
+        return OriginAlias.of(self.spec.start_url, SHOWN_ORIGIN)
 
     def setup(self, page: Any) -> None:
         if page.url.split("#")[0] != self.spec.start_url:

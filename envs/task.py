@@ -53,6 +53,12 @@ class TaskSpec:
         self.allowed_domains = tuple(self.allowed_domains)
 
 
+def origin(url: str) -> str:
+    """The origin of a URL: "http://127.0.0.1:41234/a?b=1" -> "http://127.0.0.1:41234"."""
+    parts = urlparse(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 @dataclass(frozen=True)
 class OriginAlias:
     """Show `real` (an origin, "http://127.0.0.1:41234") as `shown` ("http://sandbox.test").
@@ -64,6 +70,11 @@ class OriginAlias:
 
     real: str
     shown: str
+
+    @classmethod
+    def of(cls, url: str, shown: str) -> "OriginAlias":
+        """Show the origin of `url` (its scheme and host:port) as `shown`."""
+        return cls(real=origin(url), shown=shown)
 
     def show(self, text: str) -> str:
         """`text` with every occurrence of the real origin (not followed by another port

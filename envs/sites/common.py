@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Optional
 from urllib.parse import parse_qs, urlencode, urlparse
 
 from webrl.actions import Action
-from webrl.envs.task import BaseTask, OriginAlias, TaskSpec
+from webrl.envs.task import BaseTask, OriginAlias, TaskSpec, origin
 
 SPLITS = ("train", "test")
 LEVELS = (0, 1, 2)
@@ -196,12 +196,16 @@ class SiteTask(BaseTask):
         """Point the task at this process's site server (it may have been built elsewhere)."""
         from webrl.envs.sites.server import ensure_server
 
-        base = ensure_server()
+        self._rebase(ensure_server())
+
+    def _rebase(self, base: str) -> str:
+        """Point `spec.start_url` at the server origin `base`; returns its path and query."""
         start = urlparse(self.spec.start_url)
-        if f"{start.scheme}://{start.netloc}" != base:
-            path = start.path + (f"?{start.query}" if start.query else "")
+        path = start.path + (f"?{start.query}" if start.query else "")
+        if origin(self.spec.start_url) != base:  # built in another process
             self.spec.start_url = base + path
             self.spec.allowed_domains = (urlparse(base).netloc,)
+        return path
 
     def entry_url(self) -> str:
         """Create this episode's server state; the URL that sets its cookie and redirects to the
@@ -211,11 +215,7 @@ class SiteTask(BaseTask):
         from webrl.envs.sites.state import STORE, SessionState
 
         base = ensure_server()
-        start = urlparse(self.spec.start_url)
-        path = start.path + (f"?{start.query}" if start.query else "")
-        if f"{start.scheme}://{start.netloc}" != base:  # built in another process
-            self.spec.start_url = base + path
-            self.spec.allowed_domains = (urlparse(base).netloc,)
+        path = self._rebase(base)
         self.sid = uuid.uuid4().hex
         STORE.put(SessionState(sid=self.sid, site=self.spec.site, seed=self.seed,
                                level=self.spec.level, split=self.spec.split,
@@ -227,8 +227,7 @@ class SiteTask(BaseTask):
         """Observations show the sandbox at `SHOWN_ORIGIN`, whatever port its server bound."""
         from webrl.envs.sites.server import SHOWN_ORIGIN
 
-        start = urlparse(self.spec.start_url)
-        return OriginAlias(real=f"{start.scheme}://{start.netloc}", shown=SHOWN_ORIGIN)
+        return OriginAlias.of(self.spec.start_url, SHOWN_ORIGIN)
 
     def setup(self, page: Any) -> None:
         """Nothing when the page was opened at `entry_url()`; otherwise (a caller that opened

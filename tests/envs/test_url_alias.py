@@ -29,6 +29,12 @@ def test_resolve_maps_only_urls_on_the_shown_origin():
         assert alias.resolve(untouched) == untouched
 
 
+def test_alias_of_a_url_takes_its_scheme_and_host_port():
+    alias = OriginAlias.of("http://127.0.0.1:4198/shop/item?id=3#top", "http://sandbox.test")
+    assert alias == OriginAlias(real="http://127.0.0.1:4198", shown="http://sandbox.test")
+    assert OriginAlias.of("https://127.0.0.2/x", "http://s.test").real == "https://127.0.0.2"
+
+
 def _text(obs: dict) -> dict:
     return {k: obs[k] for k in TEXT_FIELDS}
 

@@ -12,7 +12,7 @@ import importlib
 import json
 import os
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -208,9 +208,8 @@ def with_trained_prompt(config, schema, preset, overrides: list[str]):
         return config  # the trainer reports a bad path with its own error
     given = {o.split("=", 1)[0] for o in overrides}
     prompt = config.generator.prompt
-    known = {f.name for f in fields(prompt)}
     adopt = [f"generator.prompt.{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(wanted.items())
-             if k in known and f"generator.prompt.{k}" not in given and getattr(prompt, k) != v]
+             if f"generator.prompt.{k}" not in given and getattr(prompt, k) != v]
     if not adopt:
         return config
     print(f"webrl: {path} was trained with {' '.join(adopt)}: using them", file=sys.stderr)

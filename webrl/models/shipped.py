@@ -37,9 +37,15 @@ def resolve_shipped(path: str) -> str:
 
 
 def trained_prompt(path: str) -> dict:
-    """The prompt settings a checkpoint was trained with (`webrl_prompt.json`), or {}."""
-    f = Path(resolve_shipped(path)) / "webrl_prompt.json"
-    return json.loads(f.read_text()) if f.exists() else {}
+    """The prompt settings a checkpoint was trained with (`webrl_prompt.json`), or {}; keys that
+    are not `PromptConfig` fields (written by another webrl version) are left out."""
+    from dataclasses import fields
+
+    from webrl.policy.prompt import PromptConfig
+
+    file = Path(resolve_shipped(path)) / "webrl_prompt.json"
+    known = {field.name for field in fields(PromptConfig)}
+    return {k: v for k, v in json.loads(file.read_text()).items() if k in known} if file.exists() else {}
 
 
 def check_prompt_matches(path: str, prompt) -> None:

@@ -45,7 +45,7 @@ import argparse
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -209,7 +209,7 @@ def generator_prompt(path, max_pixels: Optional[int] = None, default_max_pixels:
     """The `PromptConfig` the frozen generator at `path` reads while the heads learn from it.
 
     A checkpoint with `webrl_prompt.json` (shipped ones, SFT outputs) gets exactly the settings it
-    was trained with (keys that are not `PromptConfig` fields are ignored): the heads must see the
+    was trained with: the heads must see the
     states the cascade will see. `max_pixels`, when given, overrides the screenshot size. Without
     the file (a random-init model): Set-of-Mark JSON calls, no reasoning, min_pixels 1024,
     max_pixels `max_pixels` or `default_max_pixels`.
@@ -220,8 +220,6 @@ def generator_prompt(path, max_pixels: Optional[int] = None, default_max_pixels:
     if not settings:
         return PromptConfig(action_format="som", think=False, min_pixels=1024,
                             max_pixels=max_pixels or default_max_pixels)
-    known = {f.name for f in fields(PromptConfig)}
-    settings = {k: v for k, v in settings.items() if k in known}
     if max_pixels:
         settings.update(max_pixels=max_pixels, min_pixels=min(settings.get("min_pixels", max_pixels), max_pixels))
     return PromptConfig(**settings)

@@ -3,6 +3,7 @@ iterations, for several seeds: the evidence that the RL works.
 
     .venv/bin/python benchmarks/learning_curve.py [--seeds 0 1 2] [--config default]
         [--block 2] [--samples-per-task 4] [--out runs/learning_curve] [key=value ...]
+    .venv/bin/python benchmarks/learning_curve.py --from-json OUT/TIME/curve.json   # redraw only
 
 Each seed is one run of the main job on `--config` (the embedded default: GRPO on sandbox
 widgets level-0 tasks from `webrl:tiny-webagent-pointer`) with `run.seed=SEED` and
@@ -14,8 +15,9 @@ episodes per evaluation). The seed changes the rollout samples and the evaluatio
 starting weights are the same. Writes `curve.json`, `curve.md` (a table: success per seed and
 block, mean, wall time; then, from each run's `eval_outcomes.jsonl`, the tasks that flipped up
 and down against the first evaluation, pooled over seeds, with an exact sign test; the same for
-the sampled success per task when sampled) and `curve.png` (drawn with PIL) under
-`--out/<time>/`.
+the sampled success per task when sampled, and each run's time without its sampled
+evaluations, i.e. the time of the main job itself) and `curve.png` (drawn with PIL: greedy
+solid, sampled dashed) under `--out/<time>/`.
 
 Why the sampled line: a greedy evaluation only changes where RL moved an argmax; GRPO's first
 effect is to move probability toward rewarded actions, which the sampled success sees first.
@@ -48,6 +50,7 @@ def run_seed(config_name: str, seed: int, block: int, out: Path, overrides: list
     Trainer(config).fit()
     wall = time.monotonic() - t0
     return {"seed": seed, "points": eval_points(run_dir / "metrics.jsonl"), "wall_s": wall,
+            "sampled_eval_s": sampled_eval_seconds(run_dir / "metrics.jsonl"),
             "flips": flips(run_dir / "eval_outcomes.jsonl"),
             "sampled": sampled_points(run_dir / "eval_outcomes.jsonl"),
             "sampled_shifts": sampled_shifts(run_dir / "eval_outcomes.jsonl")}
@@ -128,6 +131,13 @@ def eval_points(metrics_file: Path) -> list[tuple[int, float, float]]:
     return points
 
 
+def sampled_eval_seconds(metrics_file: Path) -> float:
+    """Seconds the run spent on sampled evaluations (`time_eval_sampled_s` of its eval rows):
+    the run's wall time less this is the time of the same run without them."""
+    rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+    return sum(float(r.get("time_eval_sampled_s", 0.0)) for r in rows if r.get("stage") == "eval")
+
+
 def table(runs: list[dict], eval_tasks: int) -> str:
     iters = sorted({it for r in runs for it, _, _ in r["points"]})
     head = "| iteration | " + " | ".join(f"seed {r['seed']}" for r in runs) + " | mean | wall s (mean) |"
@@ -157,6 +167,9 @@ def table(runs: list[dict], eval_tasks: int) -> str:
             lines.append(f"Iteration {it} vs before, all seeds: sampled success rose on {up} tasks, fell on {down} "
                          f"(two-sided sign test p = {sign_test(up, down):.3f}).")
     lines.append("Run wall time per seed (s): " + ", ".join(f"{r['seed']}: {r['wall_s']:.0f}" for r in runs))
+    if any(r.get("sampled_eval_s") for r in runs):
+        lines.append("Without the sampled evaluations (the same run, greedy evaluations only) (s): "
+                     + ", ".join(f"{r['seed']}: {r['wall_s'] - r.get('sampled_eval_s', 0.0):.0f}" for r in runs))
     return "\n".join(lines)
 
 
@@ -172,14 +185,18 @@ def _pool(runs: list[dict], key: str) -> dict[int, list[int]]:
 
 
 def plot(runs: list[dict], path: Path) -> None:
-    """Success vs iteration, one line per seed and a thick mean line, on a 640x400 PNG."""
+    """Success vs iteration on a 640x400 PNG (drawn with PIL): greedy as solid lines (one per
+    seed, thin; the mean thick black) and, when the runs sampled, sampled success as dashed lines
+    in the same colours (the mean thick grey)."""
     from PIL import Image, ImageDraw
 
     w, h, m = 640, 400, 50
     img = Image.new("RGB", (w, h), "white")
     d = ImageDraw.Draw(img)
-    iters = sorted({it for r in runs for it, _, _ in r["points"]}) or [0]
-    top = max(1.0, max((s for r in runs for _, s, _ in r["points"]), default=0.0))
+    greedy = [[(i, s) for i, s, _ in sorted(r["points"])] for r in runs]
+    sampled = [sorted(tuple(p) for p in r.get("sampled", [])) for r in runs]
+    iters = sorted({i for line in greedy + sampled for i, _ in line}) or [0]
+    top = max(1.0, max((s for line in greedy + sampled for _, s in line), default=0.0))
     x = lambda it: m + (w - 2 * m) * (it / max(iters[-1], 1))  # noqa: E731
     y = lambda s: h - m - (h - 2 * m) * (s / top)  # noqa: E731
     d.line([(m, m), (m, h - m), (w - m, h - m)], fill="black")
@@ -188,19 +205,29 @@ def plot(runs: list[dict], path: Path) -> None:
     for it in iters:
         d.text((x(it) - 4, h - m + 6), str(it), fill="black")
     d.text((w // 2 - 60, h - 20), "GRPO iteration", fill="black")
-    d.text((m, 10), "held-out success (greedy) per seed; black = mean", fill="black")
+    title = "held-out success per seed: greedy (solid; black = mean)"
+    d.text((m, 10), title + (", sampled (dashed; grey = mean)" if any(sampled) else ""), fill="black")
     colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"]
-    for n, r in enumerate(runs):
-        pts = [(x(i), y(s)) for i, s, _ in sorted(r["points"])]
-        if len(pts) > 1:
-            d.line(pts, fill=colours[n % len(colours)], width=2)
-    mean = []
-    for it in iters:
-        vals = [s for r in runs for i, s, _ in r["points"] if i == it]
-        mean.append((x(it), y(sum(vals) / len(vals))))
-    if len(mean) > 1:
-        d.line(mean, fill="black", width=4)
+    for lines, dashed, mean_colour in ((greedy, False, "black"), (sampled, True, "#808080")):
+        for n, line in enumerate(lines):
+            _polyline(d, [(x(i), y(s)) for i, s in line], colours[n % len(colours)], 2, dashed)
+        mean = [(x(it), y(sum(vals) / len(vals))) for it in iters
+                if (vals := [s for line in lines for i, s in line if i == it])]
+        _polyline(d, mean, mean_colour, 4, dashed)
     img.save(path)
+
+
+def _polyline(d, pts: list[tuple[float, float]], fill: str, width: int, dashed: bool) -> None:
+    """Straight segments through `pts`; dashed: 8 px drawn, 6 px left out, along each segment."""
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        if not dashed:
+            d.line([(x0, y0), (x1, y1)], fill=fill, width=width)
+            continue
+        length = max(((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5, 1e-9)
+        for a in range(0, int(length), 14):
+            b = min(a + 8, length)
+            d.line([(x0 + (x1 - x0) * a / length, y0 + (y1 - y0) * a / length),
+                    (x0 + (x1 - x0) * b / length, y0 + (y1 - y0) * b / length)], fill=fill, width=width)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,8 +238,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples-per-task", type=int, default=0,
                    help="also evaluate this many sampled episodes per task (eval.samples_per_task)")
     p.add_argument("--out", default="runs/learning_curve")
+    p.add_argument("--from-json", metavar="CURVE_JSON",
+                   help="rewrite curve.md and curve.png next to an earlier run's curve.json; runs nothing")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)
+    if args.from_json:
+        out = Path(args.from_json).parent
+        done = json.loads(Path(args.from_json).read_text())
+        for r in done["runs"]:  # written before the runs recorded it: read it from the run folders
+            metrics = out / f"seed{r['seed']}" / "metrics.jsonl"
+            if "sampled_eval_s" not in r and metrics.exists():
+                r["sampled_eval_s"] = sampled_eval_seconds(metrics)
+        return _write(out, done["runs"], done["eval_tasks"])
     if args.samples_per_task:
         args.overrides = [*args.overrides, f"eval.samples_per_task={args.samples_per_task}"]
     out = Path(args.out) / time.strftime("%Y%m%d-%H%M%S")
@@ -224,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     eval_tasks = load_config(WebRLConfig, args.config, args.overrides).tasks.eval_tasks
     (out / "curve.json").write_text(json.dumps({"config": args.config, "overrides": args.overrides,
                                                 "block": args.block, "eval_tasks": eval_tasks, "runs": runs}, indent=1))
+    return _write(out, runs, eval_tasks)
+
+
+def _write(out: Path, runs: list[dict], eval_tasks: int) -> int:
     text = table(runs, eval_tasks)
     (out / "curve.md").write_text(text + "\n")
     plot(runs, out / "curve.png")

@@ -114,6 +114,7 @@ def test_sft_then_eval_of_its_checkpoint_and_of_an_endpoint(tmp_path, capsys):
     (logged,) = [json.loads(line) for line in (tmp_path / "ev" / "metrics.jsonl").read_text().splitlines()
                  if '"eval"' in line]
     assert logged["success_sampled"] == pytest.approx(sum(means) / 2)
+    assert logged["time_eval_s"] > 0 and logged["time_eval_sampled_s"] > 0  # greedy and sampled, apart
     assert f"overall, sampled at temperature 0.8 (3 per task): {100 * sum(means) / 2:.1f}%" in out
     results = sorted((tmp_path / "ev" / "om2w").glob("*/result.json"))
     assert len(results) == 2

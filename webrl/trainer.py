@@ -280,8 +280,10 @@ class Trainer:
         tasks = draw_tasks(self.eval_source, _rng(cfg.run.seed, "eval"), cfg.tasks.eval_tasks, in_order=True)
         if self.collector is not None:  # evaluation borrows the same env slots
             self.collector.pause()
+        t0 = time.monotonic()
         trajectories, _ = self.eval_coordinator.collect(tasks, self.iteration)
         self._score(trajectories)
+        t_greedy = time.monotonic() - t0
         self.last_eval = (tasks, trajectories)
         reasons = sorted({t.drop_reason for t in trajectories if t.status == "dropped"})
         if reasons:
@@ -290,9 +292,12 @@ class Trainer:
         record = {"label": label, "iteration": self.iteration, "outcomes": [
             [task.spec.id, None if traj.status != "ok" else float((traj.reward or 0) > 0)]
             for task, traj in zip(tasks, trajectories)]}
+        t0 = time.monotonic()
         sampled = self._sampled_outcomes(tasks) if cfg.eval.samples_per_task else None
-        log = {"stage": "eval", "label": label, "success": out["success"], "dropped": out["dropped"]}
+        log = {"stage": "eval", "label": label, "success": out["success"], "dropped": out["dropped"],
+               "time_eval_s": t_greedy}
         if sampled is not None:
+            log["time_eval_sampled_s"] = time.monotonic() - t0
             record["sampled"] = sampled
             scored = [m for _, m in sampled if m is not None]
             out["success_sampled"] = log["success_sampled"] = sum(scored) / len(scored) if scored else 0.0

@@ -150,8 +150,12 @@ class CompactFormat:
         body = extract_call(text)
         if isinstance(body, ParseError):
             return body
-        parsed = parse_compact(body)
+        parsed = parse_compact(self._to_compact(body))
         return ParseError(parsed.message, text) if isinstance(parsed, ParseError) else parsed
+
+    def _to_compact(self, body: str) -> str:
+        """The call's body in the compact grammar (here: as it is)."""
+        return body
 
 
 class PointerFormat(CompactFormat):
@@ -165,12 +169,9 @@ class PointerFormat(CompactFormat):
             body = _FIRST_INT_RE.sub(lambda m: f"{m[1]}(<e{m[2]}>", body, count=1)
         return f"<tool_call>{body}</tool_call>"
 
-    def parse(self, text: str, geometry: Optional[ImageGeometry] = None) -> Action | ParseError:
-        body = extract_call(text)
-        if isinstance(body, ParseError):
-            return body
-        parsed = parse_compact(_ELEMENT_TOKEN_RE.sub(lambda m: f"{m[1]}({m[2]}", body.strip(), count=1))
-        return ParseError(parsed.message, text) if isinstance(parsed, ParseError) else parsed
+    def _to_compact(self, body: str) -> str:
+        """`click(<e3>)` -> `click(3)`: the first element token becomes the id it points at."""
+        return _ELEMENT_TOKEN_RE.sub(lambda m: f"{m[1]}({m[2]}", body.strip(), count=1)
 
     @staticmethod
     def render_elements(elements_text: str) -> str:

@@ -84,6 +84,24 @@ def test_sandbox_eval_split_draws_held_out_tasks_over_test_or_train_entities():
         load_config(WebRLConfig, "smoke", ["tasks.eval_split=valid"])
 
 
+def test_tasks_kinds_filter_training_and_evaluation_and_name_the_allowed_kinds():
+    import numpy as np
+
+    from webrl.task_sources import draw_tasks, task_sources
+
+    cfg = load_config(WebRLConfig, "smoke", ["tasks.kinds=[click_link,slider]", "tasks.train_levels=[0,1]"])
+    train, held_out = task_sources(cfg.tasks)  # slider is a level-1 kind: evaluation (level 0) keeps click_link
+    assert {t.spec.params["kind"] for t in draw_tasks(train, np.random.default_rng(1), 30)} == {"click_link", "slider"}
+    assert {t.spec.params["kind"] for t in draw_tasks(held_out, np.random.default_rng(1), 10)} == {"click_link"}
+    with pytest.raises(ConfigError, match=r"tasks.kinds: unknown \['click'\]; allowed for sites \['widgets'\]: "
+                                          r"\['choose_option', 'choose_radio', 'click_button'"):
+        load_config(WebRLConfig, "smoke", ["tasks.kinds=[click_button,click]"])
+    with pytest.raises(ConfigError, match=r"none of \['slider'\] is a kind of sites \['widgets'\] at tasks.eval_levels"):
+        load_config(WebRLConfig, "smoke", ["tasks.kinds=[slider]", "tasks.train_levels=[1]"])
+    with pytest.raises(ConfigError, match="tasks.kinds applies to source=sandbox only"):
+        load_config(WebRLConfig, "smoke", ["tasks.kinds=[click_link]", "tasks.source=miniwob"])
+
+
 def test_task_sources_file_and_registered_env(tmp_path):
     import numpy as np
     from ray.tune.registry import register_env

@@ -39,12 +39,14 @@ def _env_task_source(env_id: str, env_config: dict) -> Any:
 def task_sources(tasks: TasksConfig, max_steps: int = 30) -> tuple[Any, Any]:
     """(train source, eval source) for `tasks`; `max_steps` bounds live-web file tasks."""
     if tasks.source == "sandbox":
-        from webrl.envs.sites.source import SandboxTaskSource
+        from webrl.envs.sites.source import SandboxTaskSource, task_kinds
 
-        return (SandboxTaskSource(sites=tuple(tasks.sites), levels=tuple(tasks.train_levels), split="train",
-                                  start_server=False),
-                SandboxTaskSource(sites=tuple(tasks.sites), levels=tuple(tasks.eval_levels), split=tasks.eval_split,
-                                  start_server=False))
+        def source(levels, split: str) -> SandboxTaskSource:
+            kinds = [k for k in tasks.kinds if k in task_kinds(tasks.sites, levels)]  # checked by TasksConfig
+            return SandboxTaskSource(sites=tuple(tasks.sites), levels=tuple(levels), split=split,
+                                     start_server=False, kinds=tuple(kinds))
+
+        return source(tasks.train_levels, "train"), source(tasks.eval_levels, tasks.eval_split)
     if tasks.source == "miniwob":
         from webrl.envs.miniwob import MiniWoBTaskSource
 

@@ -49,6 +49,10 @@ class TasksConfig:
     """source=env: the registered env name; its creator must return an env with a `tasks` source."""
     env_config: dict = field(default_factory=dict)
     """source=env: the `env_config` mapping handed to the env's creator."""
+    kinds: list[str] = field(default_factory=list)
+    """source=sandbox: keep only tasks of these kinds, in training and evaluation (e.g.
+    [click_button, click_link]: `webrl.envs.sites.source.task_kinds` lists a site's kinds);
+    empty = all."""
     tasks_per_iteration: int = 4
     """Distinct tasks per RL iteration; each is sampled rollout.group_size times."""
     eval_tasks: int = 16
@@ -67,6 +71,23 @@ class TasksConfig:
             raise ConfigError(f"tasks.eval_split must be one of ('test', 'train'), got {self.eval_split!r}")
         if self.file_format not in TASK_FILE_FORMATS:
             raise ConfigError(f"tasks.file_format must be one of {TASK_FILE_FORMATS}, got {self.file_format!r}")
+        if self.kinds:
+            self._check_kinds()
+
+    def _check_kinds(self) -> None:
+        if self.source != "sandbox":
+            raise ConfigError(f"tasks.kinds applies to source=sandbox only (source is {self.source!r})")
+        from webrl.envs.sites.source import task_kinds
+
+        for key, levels in (("train_levels", self.train_levels), ("eval_levels", self.eval_levels)):
+            have = task_kinds(self.sites, levels)
+            if not set(self.kinds) & set(have):
+                raise ConfigError(f"tasks.kinds: none of {self.kinds} is a kind of sites {self.sites} at "
+                                  f"tasks.{key}={levels}; allowed: {have}")
+        known = task_kinds(self.sites, sorted({*self.train_levels, *self.eval_levels}))
+        unknown = [k for k in self.kinds if k not in known]
+        if unknown:
+            raise ConfigError(f"tasks.kinds: unknown {unknown}; allowed for sites {self.sites}: {known}")
 
 
 @dataclass

@@ -7,6 +7,7 @@ per-episode page variations (`SessionState.seed`: featured order, widget layout)
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import random
 from dataclasses import dataclass
@@ -64,6 +65,9 @@ class SandboxTaskSource:
     used by train tasks."""
     start_server: bool = True
     """Start the sites' server when sampling (False: placeholder URL, fixed at setup)."""
+    kinds: Sequence[str] = ()
+    """Task kinds to keep (`spec.params["kind"]`, e.g. "click_button"); empty = every kind.
+    A draw of another kind is skipped and the site, level and seed are drawn again."""
 
     def __post_init__(self) -> None:
         self.sites = tuple(self.sites)
@@ -75,8 +79,35 @@ class SandboxTaskSource:
             raise ValueError(f"SandboxTaskSource.levels must be a non-empty subset of {LEVELS}, got {self.levels!r}")
         if self.split not in SPLITS:
             raise ValueError(f"SandboxTaskSource.split must be one of {SPLITS}, got {self.split!r}")
+        self.kinds = tuple(self.kinds)
+        if self.kinds:
+            available = task_kinds(self.sites, self.levels)
+            unknown = [k for k in self.kinds if k not in available]
+            if unknown:
+                raise ValueError(f"SandboxTaskSource.kinds: {unknown} are not kinds of sites {self.sites} "
+                                 f"at levels {self.levels}; they have {available}")
 
     def sample(self, rng: Any) -> SiteTask:
-        site = self.sites[int(rng.integers(len(self.sites)))]
-        level = self.levels[int(rng.integers(len(self.levels)))]
-        return make_task(site, level, self.split, int(rng.integers(2**31 - 1)), self.start_server)
+        for _ in range(MAX_DRAWS):
+            site = self.sites[int(rng.integers(len(self.sites)))]
+            level = self.levels[int(rng.integers(len(self.levels)))]
+            task = make_task(site, level, self.split, int(rng.integers(2**31 - 1)), self.start_server)
+            if not self.kinds or task.spec.params["kind"] in self.kinds:
+                return task
+        raise RuntimeError(f"no task of kinds {self.kinds} in {MAX_DRAWS} draws from {self.sites} levels {self.levels}")
+
+
+MAX_DRAWS = 10_000  # kinds are checked to exist (task_kinds), so this only bounds a very rare kind
+PROBE_SEEDS = 300  # seeds per site and level that task_kinds looks at
+
+
+def task_kinds(sites: Sequence[str] = SITE_NAMES, levels: Sequence[int] = LEVELS) -> list[str]:
+    """The task kinds the generators of `sites` at `levels` produce (found by generating the
+    train tasks of PROBE_SEEDS seeds each: every generator's kinds show up well within that)."""
+    return sorted({kind for site in sites for level in levels for kind in _kinds_of(site, int(level))})
+
+
+@functools.lru_cache(maxsize=None)
+def _kinds_of(site: str, level: int) -> frozenset[str]:
+    return frozenset(make_task(site, level, "train", seed, start_server=False).spec.params["kind"]
+                     for seed in range(PROBE_SEEDS))

@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from webrl.envs.sites.source import SITE_NAMES, SandboxTaskSource, make_task
+from webrl.envs.sites.source import SITE_NAMES, SandboxTaskSource, make_task, task_kinds
 from webrl.envs.task import Task, TaskSource
 
 
@@ -93,3 +93,29 @@ def test_config_errors_name_the_field():
         SandboxTaskSource(split="dev")
     with pytest.raises(ValueError, match="level"):
         make_task("shop", 5, "train", 0, start_server=False)
+
+
+def test_kinds_keep_only_those_kinds_and_leave_the_unfiltered_draws_alone():
+    assert set(task_kinds(("widgets",), (0,))) == {"click_button", "click_link", "type_text", "set_checkbox",
+                                                   "choose_radio", "choose_option", "open_tab"}
+    clicks = ("click_button", "click_link")
+    source = SandboxTaskSource(sites=("widgets",), levels=(0, 1), start_server=False, kinds=clicks)
+    rng = np.random.default_rng(5)
+    drawn = [source.sample(rng) for _ in range(40)]
+    assert {t.spec.params["kind"] for t in drawn} == set(clicks)  # both kinds, nothing else (no level-1 kind)
+    assert all(t.spec.level == 0 for t in drawn)
+    # without kinds the draw is what it was: the same rng gives the same tasks as before the option
+    plain = SandboxTaskSource(sites=("widgets",), levels=(0,), start_server=False)
+    a = np.random.default_rng(9)
+    ids = [plain.sample(a).spec.id for _ in range(5)]
+    b = np.random.default_rng(9)
+    expected = []
+    for _ in range(5):
+        b.integers(1), b.integers(1)  # the site and level draws (one choice each)
+        expected.append(make_task("widgets", 0, "train", int(b.integers(2**31 - 1)), start_server=False).spec.id)
+    assert ids == expected
+
+
+def test_unknown_kinds_name_the_kinds_there_are():
+    with pytest.raises(ValueError, match=r"SandboxTaskSource.kinds: \['slider'\].*'click_button'"):
+        SandboxTaskSource(sites=("widgets",), levels=(0,), start_server=False, kinds=("click_button", "slider"))

@@ -94,7 +94,7 @@ and 0.375 at 0.8 and 0.95 with 61-65% of the tokens.
 
 Why the query prefix: the last prompt position of a model trained on `<tool_call>click(...)`
 predicts the constant `<tool_call>`, not the kind; after feeding `<tool_call>` it predicts the
-kind token. `python -m webrl.policy.heads_train` on the same demos (text features) gives held-out
+kind token. `python -m webrl.policy.cascade.train` on the same demos (text features) gives held-out
 kind / target / all three 0.76 / 0.84 / 0.64 without the prefix and 0.99 / 0.90 / 0.90 with it
 (same 578 train / 70 held-out steps).
 
@@ -133,7 +133,7 @@ def run_episode(env, task, policy, max_steps: int, screenshot: str = "som") -> d
     """
     from webrl.actions import Action
     from webrl.envs.observation import oracle_view
-    from webrl.policy.head_features import MarkedObservation
+    from webrl.policy.cascade.features import MarkedObservation
     from webrl.policy.types import PolicyRequest
 
     obs, info = env.reset(options={"task": task})
@@ -180,8 +180,8 @@ def evaluate(env, tasks, policy, max_steps: int, screenshot: str = "som") -> dic
 def generator_prompt(path, max_pixels=None):
     """The `PromptConfig` the benchmark's generator uses for the checkpoint at `path`: its trained
     prompt (`webrl_prompt.json`), else Set-of-Mark JSON calls at `max_pixels` or 48*28*28
-    (`webrl.policy.heads_train.generator_prompt`)."""
-    from webrl.policy.heads_train import generator_prompt as trained_or_som
+    (`webrl.policy.cascade.train.generator_prompt`)."""
+    from webrl.policy.cascade.train import generator_prompt as trained_or_som
 
     return trained_or_som(path, max_pixels, RANDOM_INIT_MAX_PIXELS)
 
@@ -226,9 +226,9 @@ def heldout_folder(split: str) -> str:
 
 def fit_heads(gen, model, work: Path, target_features: str, a) -> tuple:
     """(heads, report): heads of `target_features` trained on work/train, scored on the held-out demos."""
-    from webrl.policy.heads import HeadsConfig
-    from webrl.policy.heads_train import HeadsTrainConfig, evaluate_heads, extract, logged_steps, train_heads
-    from webrl.policy.synthetic_som import chance_levels
+    from webrl.policy.cascade.heads import HeadsConfig
+    from webrl.policy.cascade.train import HeadsTrainConfig, evaluate_heads, extract, logged_steps, train_heads
+    from webrl.policy.cascade.synthetic import chance_levels
 
     hc = HeadsConfig(layer=a.layer, query=a.query, query_prefix=a.query_prefix, target_features=target_features)
     t0 = time.perf_counter()
@@ -285,7 +285,7 @@ def main(argv=None) -> dict:
     from webrl.envs import BrowserSession, WebEnv, WebEnvConfig
     from webrl.envs.sites.source import SandboxTaskSource
     from webrl.models import tiny_model
-    from webrl.policy.cascade import CascadeConfig, CascadePolicy
+    from webrl.policy.cascade.policy import CascadeConfig, CascadePolicy
 
     work = Path(a.work or tempfile.mkdtemp(prefix="cascade-bench-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -56,6 +56,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 LR = 1e-4
+#: smart_resize bounds (min, max pixels) of the benchmark's prompts: PromptConfig's defaults
+PIXELS = (56 * 56, 28 * 28 * 1280)
+TEMPERATURE = 1.0  # of the rollout log-probs (here: the initial policy's own)
 
 
 def build_samples(processor, n: int):
@@ -64,7 +67,7 @@ def build_samples(processor, n: int):
     from webrl.learner import LearnerSample
     from webrl.types import Image
 
-    size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280}
+    size = {"shortest_edge": PIXELS[0], "longest_edge": PIXELS[1]}
     tok, out = processor.tokenizer, []
     for i in range(n):
         img = Image.from_array(np.random.default_rng(i).integers(0, 255, (168, 224, 3), dtype=np.uint8))
@@ -82,11 +85,13 @@ def build_samples(processor, n: int):
 def measure(model_path, samples, stage: int, ranks: int, steps: int, use_ray: bool, token_budget: int) -> dict:
     import dataclasses
 
-    from webrl.learner import BatchingConfig, LearnerConfig, LearnerGroup, OptimConfig
+    from webrl.learner import BatchingConfig, LearnerConfig, LearnerGroup, LearnerRun, OptimConfig
 
-    config = LearnerConfig(model_path=model_path, zero_stage=stage, optim=OptimConfig(lr=LR),
+    config = LearnerConfig(zero_stage=stage, optim=OptimConfig(lr=LR),
                            batching=BatchingConfig(token_budget=token_budget))
-    group = LearnerGroup(config, ranks, use_ray=use_ray)
+    run = LearnerRun(model_path=model_path, seed=0, temperature=TEMPERATURE, image_min_pixels=PIXELS[0],
+                     image_max_pixels=PIXELS[1])
+    group = LearnerGroup(config, run, ranks, use_ray=use_ray)
     try:
         lp = group.compute_logprobs(samples).logprobs
         samples = [dataclasses.replace(s, rollout_logprobs=x.tolist()) for s, x in zip(samples, lp)]
@@ -144,7 +149,7 @@ def _peer_measure(model_path, samples, steps: int, token_budget: int) -> dict:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    config = LearnerConfig(model_path=model_path)  # only for its defaults: GRPO config, pixel bounds
+    config = LearnerConfig()  # only for its defaults: GRPO config, AdamW settings
     model, processor = load_model(model_path, dtype="float32")
     pad_id = _pad_id(processor, model)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR,
@@ -195,12 +200,12 @@ def _peer_forward(model, processor, pad_id: int, config, batch_samples):
 
     from webrl.learner import collate
 
-    batch, extras = collate(batch_samples, pad_id, processor, (config.image_min_pixels, config.image_max_pixels))
+    batch, extras = collate(batch_samples, pad_id, processor, PIXELS)
     ids = batch.input_ids  # (B, T)
     logits = model(input_ids=ids, attention_mask=batch.attention_mask, pixel_values=batch.pixel_values,
                    image_grid_thw=batch.image_grid_thw,
                    mm_token_type_ids=(ids == model.config.image_token_id).int()).logits  # (B, T, V)
-    logp = torch.log_softmax(logits[:, :-1].float() / config.temperature, dim=-1)  # (B, T-1, V)
+    logp = torch.log_softmax(logits[:, :-1].float() / TEMPERATURE, dim=-1)  # (B, T-1, V)
     token = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
     entropy = -(logp.exp() * logp).sum(-1)
     mask = batch.loss_mask[:, 1:]

@@ -4,7 +4,7 @@
         [--endpoint URL --model NAME] [--locator URL] [--critic URL]
         [--family qwen2.5-vl] [--generator PATH] [--oracle-locator] [--max-rounds 3] [--json OUT]
 
-Items (`webrl.policy.loci_synthetic`): small 5-letter words in coloured boxes on a large
+Items (`webrl.policy.loci.synthetic`): small 5-letter words in coloured boxes on a large
 cluttered canvas; "What word is written inside the small <colour> box?".
 Models: `--endpoint` (any OpenAI-compatible server: answerer, and Locator/Critic unless
 `--locator` / `--critic` name other URLs), else a local checkpoint `--generator PATH` (greedy,
@@ -41,9 +41,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webrl.policy.loci import LociConfig  # noqa: E402
-from webrl.policy.loci_roles import EndpointRole, ModelRole, loci_answer  # noqa: E402
-from webrl.policy.loci_synthetic import SyntheticVqaConfig, is_correct, make_vqa_item  # noqa: E402
+from webrl.policy.loci.policy import LociConfig  # noqa: E402
+from webrl.policy.loci.roles import EndpointRole, ModelRole, loci_answer  # noqa: E402
+from webrl.policy.loci.synthetic import SyntheticVqaConfig, is_correct, make_vqa_item  # noqa: E402
 
 
 def oracle_locator(item):

@@ -131,7 +131,7 @@ def element_token_spans(tokenizer, prompt_text: str, prompt_ids: Sequence[int], 
                         element_ids: Sequence[int]) -> list[list[int]]:
     """Token positions of each element's line `[id] role "name" ...` in the prompt's CURRENT
     (last) element list, in `element_ids` order ([] for an id that is not listed)."""
-    from webrl.policy.head_features import element_line_spans, span_tokens, token_offsets
+    from webrl.policy.cascade.features import element_line_spans, span_tokens, token_offsets
 
     offsets, expanded = token_offsets(tokenizer, prompt_text, prompt_ids, "<|image_pad|>", image_counts)
     lines = element_line_spans(expanded, list(element_ids))
@@ -228,7 +228,7 @@ def examples_from_trajectories(trajectories, policy) -> list[StepExample]:
             prompt = policy.builder.render(PolicyRequest(Observation.from_turn(turn, traj.goal), traj.turns[:t]))
             counts = [image_token_count(*im.size, policy.builder.factor, cfg.min_pixels, cfg.max_pixels)
                       for im in prompt.images]
-            ids = [int(e["id"]) for e in turn.observation.get("elements", ())]
+            ids = [int(e["id"]) for e in turn.observation.elements]
             positions = element_token_spans(policy.tokenizer, prompt.text, sample.prompt_ids, counts, ids)
             listed = [i for i, p in zip(ids, positions) if p]
             positions = [p for p in positions if p]

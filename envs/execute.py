@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from webrl.actions import Action
-from webrl.envs.browser import BrowserConfig, evaluate_with_timeout, is_responsive
+from webrl.envs.browser import BrowserConfig
+from webrl.envs.readiness import evaluate_with_timeout, is_responsive
 from webrl.envs.safety import Deadline, DomainAllowlist, SafetyConfig
+
+if TYPE_CHECKING:  # episode.py imports this module: no import cycle at run time
+    from webrl.envs.episode import Tabs
 
 DEFAULT_SCROLL_AMOUNT = 0.5  # viewport fraction when scroll() gives no amount
 DEFAULT_WAIT_S = 1.0
@@ -99,41 +103,6 @@ class ActionFailed(Exception):
 
 class PageUnresponsive(Exception):
     """The tab stopped answering (a script loops, a dialog flood): it must be closed."""
-
-
-class Tabs:
-    """An episode's open tabs in opening order; `active` indexes the observed tab."""
-
-    def __init__(self, context: Any):
-        self.context = context
-        self.pages: list[Any] = []
-        self.active = 0
-        self.titles: dict[int, str] = {}  # id(page) -> last title read
-
-    @property
-    def page(self) -> Any:
-        return self.pages[self.active]
-
-    def add(self, page: Any, follow: bool = True) -> int:
-        if page not in self.pages:
-            self.pages.append(page)
-        if follow:
-            self.active = self.pages.index(page)
-        return self.pages.index(page)
-
-    def prune(self) -> list[str]:
-        """Forget closed tabs; keep `active` on the same tab, or the previous one if it closed."""
-        notes, kept = [], []
-        for index, page in enumerate(self.pages):
-            if page.is_closed():
-                notes.append(f"Tab {index} was closed")
-                if index < self.active or (index == self.active and self.active > 0):
-                    self.active -= 1
-            else:
-                kept.append(page)
-        self.pages = kept
-        self.active = min(max(self.active, 0), max(len(kept) - 1, 0))
-        return notes
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """Live-web task loaders: Online-Mind2Web JSON, WebVoyager JSONL and DeepShop JSONL.
 
 Each row becomes a `LiveWebTask` (the env's own, from web_env): a `TaskSpec` (goal, start URL,
-allowed domains, provenance) whose `reward` is always None, because only a judge (WebJudge, DeepShop's judge) can score a
-live website. Rows are validated before any task is built; every bad row is reported with its
-line number (JSONL: the physical line; JSON array: the line where the item starts, and its
-index) in one `TaskLoadError`, so a data-set typo is fixed in one pass instead of one per run.
+allowed domains, provenance) whose `reward` is always `TaskReward(None)`, because only a judge
+(WebJudge, DeepShop's judge) can score a live website. Rows are validated before any task is
+built; every bad row is reported with its line number (JSONL: the physical line; JSON array:
+the line where the item starts, and its index) in one `TaskLoadError`, so a data-set typo is
+fixed in one pass instead of one per run.
 
 Formats (fields as the public releases spell them):
 
@@ -29,7 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 from urllib.parse import urlparse
 
 from webrl.envs.task import TaskSpec
-from webrl.envs.web_env import LiveWebTask  # reward None: a judge scores live sites
+from webrl.envs.web_env import LiveWebTask  # reward value None: a judge scores live sites
 
 FORMATS = ("online_mind2web", "webvoyager", "deepshop")
 LEVEL_WORDS = {"easy": 0, "medium": 1, "hard": 2}
@@ -232,6 +233,6 @@ def load_task_specs(path: str | Path, format: Optional[str] = None, *, split: st
 
 def load_tasks(path: str | Path, format: Optional[str] = None, *, split: str = "test",
                max_steps: int = DEFAULT_MAX_STEPS) -> list[LiveWebTask]:
-    """Load a live-web task file as `LiveWebTask`s (reward None). See `load_task_specs`."""
+    """Load a live-web task file as `LiveWebTask`s (reward value None). See `load_task_specs`."""
     return [LiveWebTask(spec) for spec in load_task_specs(path, format, split=split,
                                                            max_steps=max_steps)]

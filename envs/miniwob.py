@@ -17,7 +17,7 @@ time-out (raw -1) gives 0, the few tasks with partial credit (flight forms, *-so
 fraction. An episode the page has not ended (agent stopped or ran out of steps) scores 0. The
 time discount is dropped because step latency of a VLM policy is not the agent's skill; the
 JS time limit (`episode_max_time_ms`) defaults to minutes, not MiniWoB's 10 s, for the same
-reason. The raw values stay in `reward_details`.
+reason. The raw values come along as the reward's details (`info["reward_details"]`).
 
 Screen: the HUD MiniWoB draws for human players (last reward, average, countdown) is hidden by
 default (`hide_human_display`), as BrowserGym does: it is not part of the task, it would show
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from webrl.actions import Action
-from webrl.envs.task import OriginAlias, TaskSpec
+from webrl.envs.task import BaseTask, OriginAlias, TaskReward, TaskSpec
 
 DATA_MODES = ("default", "train", "test")
 ENV_ID_FORMAT = "webrl/miniwob.{}-v0"
@@ -150,15 +150,6 @@ def miniwob_base_url() -> str:
         return _SERVER["url"]
 
 
-def stop_miniwob_server() -> None:
-    """Shut this process's server down (tests; a later task starts a new one)."""
-    with _SERVER_LOCK:
-        if _SERVER["httpd"] is not None and _SERVER["pid"] == os.getpid():
-            _SERVER["httpd"].shutdown()
-            _SERVER["httpd"].server_close()
-        _SERVER.update(pid=None, httpd=None, url=None)
-
-
 # -- the task ---------------------------------------------------------------------------------
 
 # One round trip: seed, start, and report readiness + utterance.
@@ -194,13 +185,12 @@ def flight_goal(utterance: str) -> str:
     return "Search for flights with " + ", ".join(f"{k}: {v}" for k, v in fields.items()) + "."
 
 
-class MiniWoBTask:
-    """One seeded MiniWoB++ episode (implements the `Task` protocol).
+class MiniWoBTask(BaseTask):
+    """One seeded MiniWoB++ episode.
 
     `spec.goal` is a placeholder until `setup` has generated the problem, then the page's
-    utterance. `reward_details` holds the page's raw values after each `reward` call.
-    Besides the protocol: `done(page)` tells whether the page has ended the episode
-    (the shell uses it to set `terminated`).
+    utterance. `done(page)` tells whether the page has ended the episode (the shell uses it to
+    set `terminated`); `reward` carries the page's raw values (`page_state`) as its details.
     """
 
     def __init__(self, name: str, seed: int = 0, config: Optional[MiniWoBConfig] = None):
@@ -209,12 +199,11 @@ class MiniWoBTask:
         self.name, self.seed = name, int(seed)
         self.config = config or MiniWoBConfig()
         start_url = miniwob_base_url() + task_path(name)
-        self.spec = TaskSpec(id=f"miniwob/{name}/{self.seed}",
-                             goal=f"(MiniWoB++ {name}: the goal is generated at setup)",
-                             start_url=start_url, max_steps=self.config.max_steps,
-                             site="miniwob", split=self.config.data_mode,
-                             params={"task": name, "seed": self.seed})
-        self.reward_details: dict[str, Any] = {}
+        super().__init__(TaskSpec(id=f"miniwob/{name}/{self.seed}",
+                                  goal=f"(MiniWoB++ {name}: the goal is generated at setup)",
+                                  start_url=start_url, max_steps=self.config.max_steps,
+                                  site="miniwob", split=self.config.data_mode,
+                                  params={"task": name, "seed": self.seed}))
 
     def __reduce__(self):  # a copy in another process gets that process's server URL
         return (MiniWoBTask, (self.name, self.seed, self.config))
@@ -237,7 +226,6 @@ class MiniWoBTask:
             state["utterance"] = page.evaluate("() => core.getUtterance()")
         utterance = state["utterance"]
         self.spec.goal = flight_goal(utterance) if self.name.startswith("flight.") else utterance
-        self.reward_details = {}
 
     def page_state(self, page: Any) -> dict[str, Any]:
         """{done, reward (time-discounted), raw_reward, reason} as the page holds them."""
@@ -246,21 +234,17 @@ class MiniWoBTask:
     def done(self, page: Any) -> bool:
         return bool(self.page_state(page)["done"])
 
-    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
+    def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
+        """The raw reward clipped to [0, 1] once the page has ended the episode, else 0."""
         state = self.page_state(page)
-        self.reward_details = state
-        if not state["done"]:
-            return 0.0
-        return max(0.0, min(1.0, float(state["raw_reward"])))
+        value = max(0.0, min(1.0, float(state["raw_reward"]))) if state["done"] else 0.0
+        return TaskReward(value, state)
 
     def oracle_action(self, observation: dict[str, Any]) -> Optional[Action]:
         from webrl.envs.miniwob_oracles import ORACLES
 
         solver = ORACLES.get(self.name)
         return solver(observation) if solver is not None else None
-
-    def teardown(self, page: Any) -> None:
-        return None
 
 
 @dataclass

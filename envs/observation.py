@@ -20,7 +20,7 @@ import io
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -208,9 +208,3 @@ def oracle_view(obs: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
     view = {k: v for k, v in obs.items() if k != "screenshot"}
     view["elements"] = info.get("elements", [])
     return view
-
-
-def element_by_id(elements: Sequence[dict[str, Any]], element_id: int) -> Optional[dict[str, Any]]:
-    if 0 <= element_id < len(elements) and elements[element_id]["id"] == element_id:
-        return elements[element_id]
-    return None

@@ -3,7 +3,7 @@
 // Input opts: {maxElements, maxNameChars}. Output: {elements: [...], title, truncated: int (an upper
 // bound on the candidates left unscanned once maxElements were kept),
 // scrollX, scrollY, viewportWidth, viewportHeight, pageHeight} where each element follows the
-// observation contract (id, tag, role, name, type, value, placeholder, href, dom_id, checked,
+// `WebEnv` spec card's element dicts (id, tag, role, name, type, value, placeholder, href, dom_id, checked,
 // options, selected, bbox [x, y, w, h] in CSS pixels of the viewport, in_viewport).
 // Side effect: sets data-webrl-id="N" on element N and removes stale marks, so that an
 // action on id N resolves to [data-webrl-id="N"] for the current observation.

@@ -4,20 +4,29 @@ A web env = generic browser shell (`WebEnv`) + a `Task`. The shell owns the brow
 observation and action execution; the task owns the goal, where to start, what counts as
 success, and optionally a scripted oracle that solves it from live observations.
 
-Lifecycle inside one episode::
+Lifecycle inside one episode (every hook is called, in this order; `BaseTask` has defaults)::
 
-    task.prepare()                        # optional: in the env's process, before the start URL opens
-    page.goto(task.entry_url())           # optional hook; without it spec.start_url is opened
+    task.prepare()                        # in the env's process, before the browser opens
+    page.goto(task.entry_url())           # default: spec.start_url
+    alias = task.url_alias()              # default None: observations show real URLs
     task.setup(page)                      # after the first page opens, before the first observation
-    ... agent steps; each step the shell may ask task.oracle_action(obs) (demos, tests) ...
-    reward = task.reward(page, answer)    # float in [0, 1], or None: needs a judge
+    ... agent steps; after each, task.done(page) may end the episode (default False);
+        the shell may ask task.oracle_action(obs) (demos, tests) ...
+    result = task.reward(page, answer)    # TaskReward(value in [0, 1] or None = needs a judge, details)
     task.teardown(page)
+
+Objects written against the older, smaller protocol (`spec`, `setup`, `reward`,
+`oracle_action`, `teardown` only, `reward` returning a bare float or None) keep working:
+`as_task` fills in the missing hooks with `BaseTask`'s defaults and `as_task_reward` wraps a
+bare value with empty details. Anything else `reward` returns is a TypeError.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Mapping, Optional, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 from webrl.actions import Action
@@ -86,55 +95,165 @@ class OriginAlias:
         return re.sub("^" + re.escape(self.shown) + r"(?=[/?#]|$)", lambda _: self.real, url)
 
 
+@dataclass(frozen=True)
+class TaskReward:
+    """What `Task.reward` returns: the score of the final state and the checker's evidence.
+
+    value: success in [0, 1], or None when only a judge can tell (a live website).
+    details: JSON-able facts the checker read (cart lines, the page's raw reward, ...). The env
+        puts a copy in the final step's `info["reward_details"]`; the rollout keeps that as
+        `Trajectory.info.checker_details`.
+    """
+
+    value: Optional[float]
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        value = self.value
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"TaskReward.value must be a number in [0, 1] or None, got "
+                                f"{type(value).__name__} {value!r}")
+            if math.isnan(value) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"TaskReward.value must be in [0, 1] or None, got {value!r}")
+            object.__setattr__(self, "value", float(value))
+        if not isinstance(self.details, Mapping):
+            raise TypeError(f"TaskReward.details must be a mapping, got {type(self.details).__name__}")
+        object.__setattr__(self, "details", dict(self.details))
+
+
+def as_task_reward(returned: Any, task_id: str = "") -> TaskReward:
+    """What a task's `reward()` returned, as a `TaskReward`.
+
+    A `TaskReward` passes through; a bare number or None (the older protocol) becomes
+    `TaskReward(returned, {})`. Anything else is a TypeError naming the task and the type.
+    """
+    if isinstance(returned, TaskReward):
+        return returned
+    if returned is None or (isinstance(returned, numbers.Real) and not isinstance(returned, bool)):
+        return TaskReward(returned)
+    raise TypeError(f"task {task_id!r}: reward() must return a TaskReward (or a number in [0, 1], "
+                    f"or None), got {type(returned).__name__} {returned!r}")
+
+
 @runtime_checkable
 class Task(Protocol):
-    """What `WebEnv` calls. `page` is a Playwright sync `Page`."""
+    """What `WebEnv` calls, every hook on every episode. `page` is a Playwright sync `Page`."""
 
     spec: TaskSpec
 
-    # Optional, not part of the protocol check: `prepare(self) -> None`, called in the process
-    # that runs the episode before the browser opens `spec.start_url` (e.g. start a local site
-    # server there and point the URL at it, for tasks built in another process).
-    # Optional: `entry_url(self) -> str`, the URL the browser opens first instead of
-    # `spec.start_url` (e.g. one that sets this episode's session cookie and redirects to the
-    # start page, so the episode starts with one navigation). Must be on an allowed domain.
-    # Optional: `url_alias(self) -> Optional[OriginAlias]`, asked after `prepare`: the episode's
-    # observations show the alias's stable origin in place of the real one (a local server on a
-    # free port), and URLs the agent types on the stable origin go to the real one.
+    def prepare(self) -> None:
+        """Called in the process that runs the episode before the browser opens anything (e.g.
+        start a local site server there and point `spec.start_url` at it, for tasks built in
+        another process)."""
+
+    def entry_url(self) -> str:
+        """The URL the browser opens first (e.g. one that sets this episode's session cookie
+        and redirects to the start page, so the episode starts with one navigation). Must be
+        on an allowed domain."""
+
+    def url_alias(self) -> Optional[OriginAlias]:
+        """Asked after `prepare`: observations show the alias's stable origin in place of the
+        real one (a local server on a free port), and URLs the agent types on the stable
+        origin go to the real one. None: URLs are shown as they are."""
 
     def setup(self, page: Any) -> None:
-        """Prepare the episode (e.g. log in, reset server state, seed the page)."""
+        """Prepare the episode once the first page is open (log in, reset server state, seed
+        the page)."""
 
-    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
-        """Score the final state: a float in [0, 1], or None when only a judge can tell."""
+    def done(self, page: Any) -> bool:
+        """Asked after every step that did not end the episode: True when the page has ended
+        the task by itself (a MiniWoB++ page after its final click)."""
+
+    def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
+        """Score the final state: `answer` is the agent's `answer(...)` text, None after
+        `stop()` or `done()`."""
 
     def oracle_action(self, observation: dict[str, Any]) -> Optional[Action]:
         """Scripted solver: the next action from the live observation, or None if it has none."""
 
     def teardown(self, page: Any) -> None:
-        """Release anything setup acquired."""
+        """Release anything setup acquired. `page` is None when every tab is gone."""
 
 
 class BaseTask:
-    """Convenience base with no-op hooks; subclasses override what they need."""
+    """The `Task` hooks with their default behaviour; subclasses override what they need."""
 
     def __init__(self, spec: TaskSpec):
         self.spec = spec
 
     def prepare(self) -> None:
+        """Nothing to prepare."""
+        return None
+
+    def entry_url(self) -> str:
+        """`spec.start_url`."""
+        return self.spec.start_url
+
+    def url_alias(self) -> Optional[OriginAlias]:
+        """None: observations show real URLs."""
         return None
 
     def setup(self, page: Any) -> None:
+        """Nothing to set up."""
         return None
 
-    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
-        return None
+    def done(self, page: Any) -> bool:
+        """False: only the agent's `answer`/`stop` or the step limit end the episode."""
+        return False
+
+    def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
+        """`TaskReward(None)`: a judge has to score the episode."""
+        return TaskReward(None)
 
     def oracle_action(self, observation: dict[str, Any]) -> Optional[Action]:
+        """None: no scripted solver."""
         return None
 
     def teardown(self, page: Any) -> None:
+        """Nothing to release."""
         return None
+
+
+# The older protocol's hooks; a task object must have these (and `spec`).
+REQUIRED_HOOKS = ("setup", "reward", "oracle_action", "teardown")
+OPTIONAL_HOOKS = ("prepare", "entry_url", "url_alias", "done")
+
+
+class DefaultedTask(BaseTask):
+    """A task object that lacks some optional hooks, completed with `BaseTask`'s defaults.
+
+    `wrapped` is the user's object; `spec` is read through to it (its `prepare` may replace
+    it), and every hook it has is called on it.
+    """
+
+    def __init__(self, wrapped: Any):
+        self.wrapped = wrapped
+        for name in REQUIRED_HOOKS + OPTIONAL_HOOKS:
+            if hasattr(wrapped, name):
+                setattr(self, name, getattr(wrapped, name))
+
+    @property
+    def spec(self) -> TaskSpec:  # type: ignore[override]
+        return self.wrapped.spec
+
+    def __repr__(self) -> str:
+        return f"DefaultedTask({self.wrapped!r})"
+
+
+def as_task(task: Any) -> Task:
+    """`task` as a full `Task`: itself when it has every hook, else a `DefaultedTask` around it.
+
+    TypeError naming what is missing when it lacks `spec` or a hook of the older protocol
+    (`setup`, `reward`, `oracle_action`, `teardown`).
+    """
+    if isinstance(task, Task):
+        return task
+    missing = [name for name in ("spec",) + REQUIRED_HOOKS if not hasattr(task, name)]
+    if missing:
+        raise TypeError(f"a task must implement the Task protocol: {type(task).__name__} lacks "
+                        f"{', '.join(missing)}")
+    return DefaultedTask(task)
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Union
 
 import gymnasium
@@ -23,24 +23,24 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from webrl.actions import Action, ActionError, ParseError, parse_compact
-from webrl.envs.browser import (BrowserSession, EpisodeEvents, InfraError, is_responsive, viewport_size,
-                                wait_until_ready)
+from webrl.envs.browser import BrowserSession, EpisodeEvents, InfraError, viewport_size
 from webrl.envs.config import WebEnvConfig, as_config
-from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, Tabs, execute_action
+from webrl.envs.episode import Episode, Tabs, count_repeats, settle
+from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, execute_action
 from webrl.envs.observation import (AnyText, blank_observation, build_observation, collect_elements,
                                     observation_space, tabs_text)
-from webrl.envs.safety import (Deadline, DomainAllowlist, StepTimeLimit, attach_page_handlers,
-                               close_page_quietly, guard_tab_urls, install_guards)
-from webrl.envs.task import BaseTask, OriginAlias, Task, TaskSource, TaskSpec
+from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_guards
+from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
 
 MAX_ACTION_CHARS = 4096
 
 
 class LiveWebTask(BaseTask):
-    """A goal on a live site: the agent starts at `start_url`; only a judge can score it (None)."""
+    """A goal on a live site: the agent starts at `start_url`; only a judge can score it."""
 
-    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
-        return None
+    def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
+        """`TaskReward(None)`: the page alone cannot tell whether a live-web goal was met."""
+        return TaskReward(None)
 
 
 @dataclass
@@ -51,23 +51,6 @@ class FixedTaskSource:
 
     def sample(self, rng: Any) -> Any:
         return self.task
-
-
-@dataclass
-class _Episode:
-    task: Any
-    context: Any
-    tabs: Tabs
-    events: EpisodeEvents
-    allowlist: DomainAllowlist
-    generation: int
-    max_steps: int
-    steps: int = 0
-    env_time_s: float = 0.0
-    elements: list = field(default_factory=list)
-    screenshot_size: tuple = (0, 0)
-    done: bool = False
-    alias: Optional[OriginAlias] = None  # the task's stable origin for a local server's real one
 
 
 class WebEnv(gymnasium.Env):
@@ -89,12 +72,13 @@ class WebEnv(gymnasium.Env):
     "reward_details", "action".
 
     ## Reward
-    0 on every step but the last; on `answer`/`stop` or when the task's page says it is done,
-    `task.reward(page, answer)` in [0, 1]. If the task needs a judge (reward None, e.g.
-    `webrl/LiveWeb-v0`) the env reward is 0 and `info["needs_judge"]` is True.
+    0 on every step but the last; on `answer`/`stop` or when `task.done(page)`, the value of
+    `task.reward(page, answer)` (a `TaskReward`) in [0, 1], and its details in
+    `info["reward_details"]` ({} on every other step). If the task needs a judge (value None,
+    e.g. `webrl/LiveWeb-v0`) the env reward is 0 and `info["needs_judge"]` is True.
 
     ## Episode end
-    Terminated: `answer(...)`, `stop()`, or `task.done(page)` (tasks that have it). Truncated:
+    Terminated: `answer(...)`, `stop()`, or `task.done(page)` (the task's page ended it). Truncated:
     `max_steps` reached ("max_steps"), or an infrastructure failure ("infra_error" with
     `info["infra_error"]` = reason: browser crash, page stuck, step/episode time limit).
     `info["truncation_reason"]` says which.
@@ -102,7 +86,8 @@ class WebEnv(gymnasium.Env):
     ## Arguments
     `config` (WebEnvConfig or dict), `tasks` (a TaskSource drawn from at reset), `session` (a
     shared BrowserSession; the env launches its own if None), `render_mode` ("rgb_array").
-    `reset(seed, options={"task": task})` runs a given Task (or TaskSpec: a live-web task).
+    `reset(seed, options={"task": task})` runs a given Task (or TaskSpec: a live-web task); a
+    task object lacking optional hooks gets `BaseTask`'s defaults (`webrl.envs.task.as_task`).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 1}
@@ -122,7 +107,7 @@ class WebEnv(gymnasium.Env):
         width, height = self.viewport
         self.observation_space = observation_space(height, width)
         self.action_space = AnyText(max_length=MAX_ACTION_CHARS)
-        self._episode: Optional[_Episode] = None
+        self._episode: Optional[Episode] = None
         self._last_obs: Optional[dict[str, Any]] = None
         self.last_timings: dict[str, float] = {}  # seconds; outside `info` to keep it deterministic
 
@@ -192,22 +177,19 @@ class WebEnv(gymnasium.Env):
 
     # -- episodes ---------------------------------------------------------------------------------
     def _pick_task(self, options: dict[str, Any]) -> Task:
+        """The episode's task, completed by `as_task` (older task objects lack some hooks)."""
         task = options.get("task")
         if isinstance(task, TaskSpec):
             return LiveWebTask(task)
         if task is not None:
-            if not isinstance(task, Task):
-                raise TypeError(f"options['task'] must implement the Task protocol, got {type(task).__name__}")
-            return task
+            return as_task(task)
         if self.tasks is None:
             raise ValueError("WebEnv.reset needs options={'task': task} or a `tasks` source")
-        return self.tasks.sample(self.np_random)
+        return as_task(self.tasks.sample(self.np_random))
 
     def _start_episode(self, task: Task):
         self._close_episode()
-        prepare = getattr(task, "prepare", None)  # optional: tasks written before the hook lack it
-        if prepare is not None:
-            prepare()
+        task.prepare()
         allowlist = DomainAllowlist(task.spec.allowed_domains)
         reason = allowlist.check_navigation(task.spec.start_url)
         if reason:
@@ -215,27 +197,27 @@ class WebEnv(gymnasium.Env):
         self.session.ensure_alive()
         context = self.session.new_context(self.viewport)
         events = EpisodeEvents()
-        episode = _Episode(task=task, context=context, tabs=Tabs(context), events=events,
-                           allowlist=allowlist, generation=self.session.generation,
-                           max_steps=self.config.max_steps or task.spec.max_steps)
+        episode = Episode(task=task, context=context, tabs=Tabs(context), events=events,
+                          allowlist=allowlist, generation=self.session.generation,
+                          max_steps=self.config.max_steps or task.spec.max_steps)
         self._episode = episode
         install_guards(context, allowlist, events, self.config.safety)
         deadline = Deadline(self.config.safety.step_timeout_s + self.config.browser.load_timeout_s)
         page = context.new_page()
         episode.tabs.add(page)
         events.new_pages.clear()  # the first tab is not news
-        entry = task.entry_url() if hasattr(task, "entry_url") else task.spec.start_url
-        episode.alias = task.url_alias() if hasattr(task, "url_alias") else None
+        entry = task.entry_url()
+        episode.alias = task.url_alias()
         reason = allowlist.check_navigation(entry)
         if reason:
             raise ValueError(f"task {task.spec.id}: entry_url {entry} is not allowed: {reason}")
         page.goto(entry, wait_until="domcontentloaded", timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
         task.setup(page)
-        notes = self._settle(episode, deadline, before=(page, page.url))
-        feedback = "; ".join([f"Opened {task.spec.start_url}"] + _count_repeats(notes))
+        notes = settle(episode, self.config.browser, deadline, before=(page, page.url))
+        feedback = "; ".join([f"Opened {task.spec.start_url}"] + count_repeats(notes))
         return self._observe(episode, deadline, feedback=feedback, error="")
 
-    def _act_and_observe(self, episode: _Episode, parsed: Union[Action, ParseError], deadline: Deadline):
+    def _act_and_observe(self, episode: Episode, parsed: Union[Action, ParseError], deadline: Deadline):
         error, description = "", ""
         before = (episode.tabs.page, episode.tabs.page.url)
         episode.events.drain()
@@ -249,26 +231,23 @@ class WebEnv(gymnasium.Env):
                 description = execute_action(parsed, self._action_context(episode, deadline))
             except ActionFailed as failure:
                 error = str(failure)
-        notes = self._settle(episode, deadline, before, description)
-        feedback = "; ".join([description] * bool(description) + _count_repeats(notes))
-        terminated, reward = False, 0.0
+        notes = settle(episode, self.config.browser, deadline, before, description)
+        feedback = "; ".join([description] * bool(description) + count_repeats(notes))
         task = episode.task
         answer = parsed.text if isinstance(parsed, Action) and parsed.kind == "answer" else None
-        if isinstance(parsed, Action) and parsed.is_terminal:
-            terminated = True
-        elif hasattr(task, "done") and task.done(episode.tabs.page):
-            terminated = True
-        task_reward = task.reward(episode.tabs.page, answer) if terminated else None
+        terminated = bool(isinstance(parsed, Action) and parsed.is_terminal or task.done(episode.tabs.page))
+        scored = as_task_reward(task.reward(episode.tabs.page, answer), task.spec.id) if terminated else None
         obs, info = self._observe(episode, deadline, feedback, error)
         info["action"] = parsed if isinstance(parsed, Action) else None
-        if terminated:
-            info["needs_judge"] = task_reward is None
+        reward = 0.0
+        if scored is not None:
+            info["needs_judge"] = scored.value is None
             info["answer"] = answer
-            reward = 0.0 if task_reward is None else float(task_reward)
-            info["reward_details"] = dict(getattr(task, "reward_details", {}) or {})
+            reward = 0.0 if scored.value is None else scored.value
+            info["reward_details"] = dict(scored.details)
         return obs, info, terminated, reward
 
-    def _action_context(self, episode: _Episode, deadline: Deadline) -> ActionContext:
+    def _action_context(self, episode: Episode, deadline: Deadline) -> ActionContext:
         return ActionContext(
             tabs=episode.tabs, elements=episode.elements, screenshot_size=episode.screenshot_size,
             viewport=self.viewport, deadline=deadline, browser=self.config.browser,
@@ -276,61 +255,7 @@ class WebEnv(gymnasium.Env):
             on_new_page=lambda page: episode.events.new_pages.remove(page)
             if page in episode.events.new_pages else None)
 
-    def _settle(self, episode: _Episode, deadline: Deadline, before: tuple[Any, str],
-                description: str = "") -> list[str]:
-        """Follow new tabs, drop closed ones, close flooded ones, wait for readiness; notes."""
-        events, tabs = episode.events, episode.tabs
-        for page in events.flooded_pages:
-            if page is tabs.page:
-                raise PageUnresponsive("the page opened dialogs in a loop")
-            close_page_quietly(page)
-        events.flooded_pages.clear()
-        notes, new_pages = events.drain()
-        notes += tabs.prune()
-        opened = self._follow_new_tabs(episode, new_pages, notes)
-        ready = self._wait_ready(episode, deadline)
-        if ready is not None and ready.get("blockedPopups"):
-            notes.append(f"Blocked {ready['blockedPopups']} popup(s) opened without a user action")
-        if ready is not None and ready.get("popup") and not opened:
-            try:  # a link with target=_blank or window.open: its tab arrives a little later
-                episode.context.wait_for_event("page", timeout=deadline.timeout_ms(self.config.browser.popup_wait_s))
-            except PlaywrightTimeout:
-                pass
-            more_notes, more_pages = events.drain()
-            notes += more_notes
-            if self._follow_new_tabs(episode, more_pages, notes):
-                opened = True
-                self._wait_ready(episode, deadline)
-        guard_tab_urls(tabs.pages, episode.allowlist, notes.append)
-        if tabs.page is before[0] and tabs.page.url != before[1] and tabs.page.url not in description:
-            notes.append(f"Page navigated to {tabs.page.url}")
-        final_notes, _ = events.drain()  # dialogs / blocks that happened while waiting
-        return notes + final_notes
-
-    @staticmethod
-    def _follow_new_tabs(episode: _Episode, pages: list, notes: list[str]) -> bool:
-        """Add tabs the page opened and make the newest one active; True if there was one."""
-        opened = False
-        for page in pages:
-            if not page.is_closed():
-                index = episode.tabs.add(page, follow=True)
-                notes.append(f"New tab opened (tab {index}): {page.url}")
-                opened = True
-        if not episode.tabs.pages:
-            raise PageUnresponsive("every tab of the episode was closed")
-        return opened
-
-    def _wait_ready(self, episode: _Episode, deadline: Deadline) -> Optional[dict]:
-        page = episode.tabs.page
-        browser = self.config.browser
-        # the first observation of an episode waits for the page load like a navigation does
-        cap = browser.ready_timeout_s if episode.steps else max(browser.ready_timeout_s, browser.load_timeout_s)
-        ready = wait_until_ready(page, browser, deadline.timeout_s(cap), token=episode.steps)
-        if ready is None and not is_responsive(page, min(self.config.browser.responsive_probe_s, max(deadline.remaining(), 0.1))):
-            raise PageUnresponsive("the page stopped responding (a script may be looping)")
-        return ready
-
-    def _observe(self, episode: _Episode, deadline: Deadline, feedback: str, error: str):
+    def _observe(self, episode: Episode, deadline: Deadline, feedback: str, error: str):
         page = episode.tabs.page
         try:
             collected = collect_elements(page, self.config.observation, deadline.timeout_s())
@@ -352,7 +277,7 @@ class WebEnv(gymnasium.Env):
                 "task_id": episode.task.spec.id, "reward_details": {}, "action": None}
         return obs, info
 
-    def _end_with_infra_error(self, episode: _Episode, parsed: Any, error: Exception, started: float):
+    def _end_with_infra_error(self, episode: Episode, parsed: Any, error: Exception, started: float):
         reason = self._classify(episode, error)
         self._close_episode()
         width, height = self.viewport
@@ -366,7 +291,7 @@ class WebEnv(gymnasium.Env):
         self.last_timings = {"step_s": time.perf_counter() - started}
         return obs, 0.0, False, True, info
 
-    def _classify(self, episode: _Episode, error: Exception) -> str:
+    def _classify(self, episode: Episode, error: Exception) -> str:
         """A reason string; relaunches the browser if it died."""
         message = " ".join(str(error).split())[:300]
         if not self.session.is_alive():
@@ -395,14 +320,6 @@ class WebEnv(gymnasium.Env):
             episode.context.close()
         except Exception:  # browser already gone
             pass
-
-
-def _count_repeats(notes: list[str]) -> list[str]:
-    """Identical notes once, in first-seen order, with "(xN)" when repeated (blocked trackers)."""
-    counts: dict[str, int] = {}
-    for note in notes:
-        counts[note] = counts.get(note, 0) + 1
-    return [note if n == 1 else f"{note} (x{n})" for note, n in counts.items()]
 
 
 def _parse(action: Any) -> Union[Action, ParseError]:

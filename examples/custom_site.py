@@ -7,7 +7,8 @@ Four steps, each a few lines:
 
 1. the site: any web server on 127.0.0.1 (here `http.server`, three buttons; a click loads
    /chosen?color=...). It runs in this process; the env workers (Ray actors) reach it by URL.
-2. the task: a `BaseTask` whose `reward(page, answer)` checks the final page (the checker),
+2. the task: a `BaseTask` whose `reward(page, answer)` checks the final page (the checker) and
+   returns a `TaskReward` (the score and what the checker saw, kept with each trajectory),
    plus a `TaskSource` that draws task instances (`sample(rng)`).
 3. registration: `ray.tune.registry.register_env(name, creator)`; the creator returns a
    `WebEnv` whose `tasks` is your source (`webrl.envs.make_env(name)` builds it too).
@@ -24,7 +25,8 @@ from urllib.parse import parse_qs, urlparse
 from ray.tune.registry import register_env
 
 from webrl.config import ConfigError, load_config
-from webrl.envs import BaseTask, TaskSpec, WebEnv
+from webrl.envs import WebEnv
+from webrl.envs.task import BaseTask, TaskReward, TaskSpec
 from webrl.train_config import WebRLConfig
 from webrl.trainer import Trainer
 
@@ -61,11 +63,12 @@ def serve_site() -> tuple[ThreadingHTTPServer, str]:
 
 # -- 2. the task: goal, start URL and a checker ------------------------------------------------------
 class PickColour(BaseTask):
-    def reward(self, page, answer):
+    def reward(self, page, answer) -> TaskReward:
         """1 when the final page is the chosen-colour page of the goal's colour, else 0."""
         url = urlparse(page.url)
         chosen = parse_qs(url.query).get("color", [""])[0]
-        return 1.0 if url.path == "/chosen" and chosen == self.spec.params["color"] else 0.0
+        success = url.path == "/chosen" and chosen == self.spec.params["color"]
+        return TaskReward(1.0 if success else 0.0, {"path": url.path, "chosen": chosen})
 
 
 @dataclass
@@ -82,7 +85,7 @@ class PickColourSource:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="default", help="preset name (webrl/configs/) or YAML path")
+    parser.add_argument("--config", default=None, help="preset name (webrl/configs/) or YAML path; none = the embedded default")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
     server, base_url = serve_site()

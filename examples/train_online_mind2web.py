@@ -23,11 +23,16 @@ from webrl.train_config import WebRLConfig
 from webrl.trainer import Trainer
 
 
-def main() -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="default", help="preset name (webrl/configs/) or YAML path")
+    parser.add_argument("--config", default=None, help="preset name (webrl/configs/) or YAML path; "
+                        "none = the embedded default")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
     try:
         config = load_config(WebRLConfig, args.config, args.overrides)
     except ConfigError as e:

@@ -27,7 +27,7 @@ from webrl.tune import WebRLTrainable
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="default", help="preset name or YAML path")
+    parser.add_argument("--config", default=None, help="preset name or YAML path; none = the embedded default")
     parser.add_argument("--samples", type=int, default=8, help="trials drawn from the search space")
     parser.add_argument("--iterations", type=int, default=8, help="most RL iterations per trial")
     parser.add_argument("--grace", type=int, default=2, help="ASHA: iterations before a trial can be stopped")

@@ -58,15 +58,15 @@ def test_a_checkpoint_brings_its_trained_prompt(tmp_path, capsys):
     ckpt = tmp_path / "step-00000004"
     (ckpt / "hf").mkdir(parents=True)
     (ckpt / "hf" / "config.json").write_text("{}")
-    (ckpt / "hf" / "webrl_prompt.json").write_text(json.dumps(
-        {"action_format": "pointer", "think": False, "max_pixels": 12544, "prompt_version": "brief",
+    (ckpt / "hf" / "webrl_prompt.json").write_text(json.dumps(  # differs from the embedded default's prompt
+        {"action_format": "compact", "think": True, "max_pixels": 50176, "prompt_version": "v1",
          "written_by": "an older webrl"}))  # unknown keys are ignored
     assert main(["config", str(ckpt)]) == 2  # `config` has no positional: model.path= is the way
     capsys.readouterr()
     assert main(["config", f"model.path={ckpt}", "generator.prompt.max_pixels=4096"]) == 0
     captured = capsys.readouterr()
-    assert "action_format: pointer" in captured.out and "think: false" in captured.out
-    assert "prompt_version: brief" in captured.out
+    assert "action_format: compact" in captured.out and "think: true" in captured.out
+    assert "prompt_version: v1" in captured.out
     assert "max_pixels: 4096" in captured.out  # given on the command line: kept
     assert "was trained with" in captured.err and "max_pixels" not in captured.err
     assert main(["config", "model.path=", "generator.prompt.think=true"]) == 0  # no checkpoint: nothing adopted
@@ -146,7 +146,7 @@ def test_heads_train_is_a_subcommand_with_clear_errors(tmp_path, capsys):
 def test_train_names_a_missing_heads_folder_before_starting_anything(tmp_path, capsys):
     from webrl.cli import main
 
-    rc = main(["train", "--config", "smoke", f"cascade.heads_dir={tmp_path / 'no-heads'}",
+    rc = main(["train", "--config", "smoke", "policy.wrappers=[cascade]", f"policy.cascade.heads_dir={tmp_path / 'no-heads'}",
                f"run.run_dir={tmp_path / 'run'}"])
-    assert rc == 1 and "cascade.heads_dir" in capsys.readouterr().err
+    assert rc == 2 and "policy.cascade.heads_dir" in capsys.readouterr().err  # a config error, before Ray starts
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -82,3 +82,40 @@ def test_every_field_is_documented():
 def test_sft_recipe_keys_are_validated(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(WebRLConfig, None, [override])
+
+
+def test_every_entry_point_resolves_the_one_embedded_default(capsys):
+    """The dataclass defaults are the embedded default: the `default` preset adds nothing, and
+    `webrl config` (as every config-driven subcommand), the example script and a Tune trial
+    without a preset resolve exactly them."""
+    import importlib.util
+    from pathlib import Path
+
+    from webrl.cli import main
+    from webrl.config import to_yaml
+    from webrl.tune import trial_config
+
+    embedded = to_yaml(WebRLConfig())
+    assert to_yaml(load_config(WebRLConfig, None)) == embedded
+    assert to_yaml(load_config(WebRLConfig, "default")) == embedded
+    assert main(["config"]) == 0 and capsys.readouterr().out == embedded
+    assert to_yaml(trial_config({})) == embedded
+    example = Path(__file__).resolve().parents[1] / "examples" / "train_online_mind2web.py"
+    spec = importlib.util.spec_from_file_location("train_online_mind2web", example)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = module.parse_args([])
+    assert to_yaml(load_config(WebRLConfig, args.config, args.overrides)) == embedded
+    # what the embedded default is: GRPO from the shipped pointer checkpoint, in its prompt format
+    cfg = WebRLConfig()
+    assert (cfg.model.path, cfg.trainer.stages, cfg.learner.objective) == ("webrl:tiny-webagent-pointer", ["rl"], "grpo")
+    assert (cfg.rollout.group_size, cfg.tasks.tasks_per_iteration, cfg.learner.optim.lr) == (8, 8, 2e-4)
+    assert (cfg.generator.prompt.action_format, cfg.tasks.eval_split, cfg.rollout.max_turns) == ("pointer", "train", 4)
+
+
+def test_the_default_prompt_is_the_shipped_checkpoints_trained_prompt():
+    from webrl.models.shipped import resolve_shipped
+    from webrl.policy.trained_prompt import check_prompt_matches
+
+    cfg = WebRLConfig()
+    check_prompt_matches(resolve_shipped(cfg.model.path), cfg.generator.prompt)  # raises on any difference

@@ -3,7 +3,6 @@ smoke ...` against a `ray start --head` this test starts (and alone stops) on 12
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -12,15 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 # what --working-dir must not upload: the venv, run folders, build outputs, git objects
 EXCLUDES = [".venv", "runs", "build", ".git", "*.egg-info", "__pycache__", ".pytest_cache"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _descendants_by_temp_dir(temp_dir: str) -> list[int]:
@@ -70,15 +65,15 @@ def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1",
            "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
     env.pop("RAY_ADDRESS", None)
-    dashboard_port = _free_port()
+    dashboard_port = free_port()
     head_log = open(tmp_path / "head.log", "w")
     head = subprocess.Popen(
         [str(venv_bin / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-         f"--port={_free_port()}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+         f"--port={free_port()}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
          f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}", "--num-cpus=8", "--disable-usage-stats",
          # the agent's HTTP port (the job server submits through it) defaults to 52365, which
          # any other Ray on the machine (a local training run) may already hold
-         f"--dashboard-agent-listen-port={_free_port()}"],
+         f"--dashboard-agent-listen-port={free_port()}"],
         env=env, stdout=head_log, stderr=subprocess.STDOUT, start_new_session=True)
     address = f"http://127.0.0.1:{dashboard_port}"
     out_dir = tmp_path / "runs"

@@ -16,121 +16,35 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_trainer_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="trainer.stages entries must be among"):
         load_config(WebRLConfig, "smoke", ["trainer.stages=[sft,dance]"])
-    with pytest.raises(ConfigError, match="learner.model_path is set by the trainer"):
-        load_config(WebRLConfig, "smoke", ["learner.model_path=/x"])
     with pytest.raises(ConfigError, match="closest|Closest"):
         load_config(WebRLConfig, "smoke", ["rollout.group_sise=3"])
-    with pytest.raises(ConfigError, match="learner.temperature=0.5 is set by the trainer from "
-                                          "generator.sampling.temperature=0.8"):
-        load_config(WebRLConfig, "smoke", ["learner.temperature=0.5"])
-    assert load_config(WebRLConfig, "smoke", ["learner.temperature=0.8"]).learner.temperature == 0.8
+    for derived in ("model_path=/x", "temperature=0.5", "seed=3", "image_max_pixels=100"):  # the run derives these
+        with pytest.raises(ConfigError, match=f"unknown config key 'learner.{derived.split('=')[0]}'"):
+            load_config(WebRLConfig, "smoke", [f"learner.{derived}"])
     with pytest.raises(ConfigError, match="eval.samples_per_task must be >= 0, got -1"):
         load_config(WebRLConfig, "smoke", ["eval.samples_per_task=-1"])
     with pytest.raises(ConfigError, match="eval.samples_per_task needs the checkpoint's own sampler"):
         load_config(WebRLConfig, "smoke", ["eval.samples_per_task=2", "eval.endpoint=http://127.0.0.1:9/v1"])
 
 
-def _task(site: str, level: int, task_id: str = "t"):
-    from webrl.envs import BaseTask, TaskSpec
-
-    return BaseTask(TaskSpec(id=task_id, goal="g", start_url="http://127.0.0.1:1/", site=site, level=level))
-
-
-def test_summary_counts_scored_trajectories_per_site_and_level():
-    from webrl.evaluation import success_table, summarize
-    from webrl.types import Trajectory
-
-    tasks = [_task("shop", 0), _task("shop", 0), _task("shop", 1), _task("wiki", 0), _task("wiki", 0)]
-    trajs = [Trajectory("a", reward=1.0), Trajectory("b", reward=0.0), Trajectory("c", reward=0.5),
-             Trajectory("d", reward=0.0), Trajectory("e", status="dropped", drop_reason="infra: x")]
-    s = summarize(tasks, trajs)
-    # scored: shop/l0 {1, 0} -> 50%; shop/l1 {0.5 > 0} -> 100%; wiki/l0 {0} -> 0% (the dropped one
-    # is not a failure); overall 2 successes of 4 scored = 50%
-    assert s.per_site_level == {"shop/l0": (0.5, 2), "shop/l1": (1.0, 1), "wiki/l0": (0.0, 1)}
-    assert s.success == 0.5 and s.dropped == 1 and s.tasks == 5
-    table = success_table(s)
-    assert "shop/l0                              2    50.0%" in table
-    assert "overall                              4    50.0%" in table and "1 of 5 trajectories dropped" in table
+@pytest.mark.parametrize("overrides, message", [
+    (["learner.objective=ppo", "learner.value_head=true"],
+     r"learner.objective must be one of \('grpo',\).*ppo is not wired yet"),
+    (["learner.objective=sft"], r"learner.objective must be one of \('grpo',\)"),
+    (["learner.grpo.loss.kl_mode=reward", "learner.grpo.loss.kl_coef=0.1"],
+     r"learner.grpo.loss.kl_mode='reward' has no effect.*the advantage stage takes no KL penalty"),
+    (["sft.learner.sft.action_weight=2.0"], r"sft.learner.sft.action_weight=2.0 has no effect.*builds no action masks"),
+    (["sft.learner.sft.coordinate_factor=3.0"], r"sft.learner.sft.coordinate_factor=3.0 has no effect"),
+    (["sft.learner.sft.direct_fraction=0.5"], r"sft.learner.sft.direct_fraction=0.5 has no effect"),
+])
+def test_settings_the_run_would_ignore_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(WebRLConfig, None, overrides)
 
 
-def test_om2w_export_makes_task_ids_folder_safe_and_distinct(tmp_path):
-    from webrl.actions import Action
-    from webrl.evaluation import export_om2w
-    from webrl.types import Image, Trajectory, Turn
-
-    shot = Image(b"\x89PNG-not-decoded", "png")
-    def traj():
-        return Trajectory("widgets/l0/test/click/7", goal="Click OK",
-                          turns=[Turn(images=[shot], action=Action(kind="stop"))], reward=1.0)
-    folders = export_om2w([traj(), traj(), Trajectory("empty/one")], tmp_path)
-    assert [f.name for f in folders] == ["widgets_l0_test_click_7", "widgets_l0_test_click_7-2"]  # no turns: skipped
-    doc = json.loads((folders[1] / "result.json").read_text())
-    assert doc["task_id"] == "widgets_l0_test_click_7-2" and doc["task"] == "Click OK"
-    assert doc["action_history"][0]["action"].startswith("TASK_COMPLETE")
-
-
-def test_sandbox_eval_split_draws_held_out_tasks_over_test_or_train_entities():
-    import numpy as np
-
-    from webrl.config import ConfigError
-    from webrl.task_sources import draw_tasks, task_sources
-
-    for split in ("test", "train"):
-        train, held_out = task_sources(load_config(WebRLConfig, "smoke", [f"tasks.eval_split={split}"]).tasks)
-        ids = [t.spec.id for t in draw_tasks(held_out, np.random.default_rng(0), 3)]
-        assert all(f"/{split}/" in i for i in ids), ids  # widgets/l0/<split>/<kind>/<seed>
-        assert all("/train/" in t.spec.id for t in draw_tasks(train, np.random.default_rng(0), 3))
-    with pytest.raises(ConfigError, match="tasks.eval_split must be one of"):
-        load_config(WebRLConfig, "smoke", ["tasks.eval_split=valid"])
-
-
-def test_tasks_kinds_filter_training_and_evaluation_and_name_the_allowed_kinds():
-    import numpy as np
-
-    from webrl.task_sources import draw_tasks, task_sources
-
-    cfg = load_config(WebRLConfig, "smoke", ["tasks.kinds=[click_link,slider]", "tasks.train_levels=[0,1]"])
-    train, held_out = task_sources(cfg.tasks)  # slider is a level-1 kind: evaluation (level 0) keeps click_link
-    assert {t.spec.params["kind"] for t in draw_tasks(train, np.random.default_rng(1), 30)} == {"click_link", "slider"}
-    assert {t.spec.params["kind"] for t in draw_tasks(held_out, np.random.default_rng(1), 10)} == {"click_link"}
-    with pytest.raises(ConfigError, match=r"tasks.kinds: unknown \['click'\]; allowed for sites \['widgets'\]: "
-                                          r"\['choose_option', 'choose_radio', 'click_button'"):
-        load_config(WebRLConfig, "smoke", ["tasks.kinds=[click_button,click]"])
-    with pytest.raises(ConfigError, match=r"none of \['slider'\] is a kind of sites \['widgets'\] at tasks.eval_levels"):
-        load_config(WebRLConfig, "smoke", ["tasks.kinds=[slider]", "tasks.train_levels=[1]"])
-    with pytest.raises(ConfigError, match="tasks.kinds applies to source=sandbox only"):
-        load_config(WebRLConfig, "smoke", ["tasks.kinds=[click_link]", "tasks.source=miniwob"])
-
-
-def test_task_sources_file_and_registered_env(tmp_path):
-    import numpy as np
-    from ray.tune.registry import register_env
-
-    from webrl.envs import WebEnv
-    from webrl.task_sources import draw_tasks, task_sources
-
-    rows = [{"task_id": f"t{i}", "confirmed_task": f"goal {i}", "website": "https://example.com/"} for i in range(3)]
-    (tmp_path / "tasks.json").write_text(json.dumps(rows))
-    cfg = load_config(WebRLConfig, "smoke", ["tasks.source=file", f"tasks.file={tmp_path / 'tasks.json'}"]).tasks
-    train, held_out = task_sources(cfg)
-    # evaluation on a file takes its first tasks in file order, each once
-    assert [t.spec.goal for t in draw_tasks(held_out, np.random.default_rng(0), 2, in_order=True)] == ["goal 0", "goal 1"]
-    assert {t.spec.goal for t in draw_tasks(train, np.random.default_rng(0), 20)} <= {"goal 0", "goal 1", "goal 2"}
-
-    miniwob = load_config(WebRLConfig, "smoke", ["tasks.source=miniwob", "tasks.miniwob=[click-button]"]).tasks
-    assert draw_tasks(task_sources(miniwob)[0], np.random.default_rng(0), 1)[0].spec.id.startswith("miniwob/click-button")
-
-    class OneTask:
-        def sample(self, rng):
-            return _task("mine", 0, "mine/1")
-
-    register_env("webrl-test-mine", lambda env_config: WebEnv(tasks=OneTask()))
-    cfg = load_config(WebRLConfig, "smoke", ["tasks.source=env", "tasks.env_id=webrl-test-mine"]).tasks
-    train, _ = task_sources(cfg)
-    assert draw_tasks(train, np.random.default_rng(0), 1)[0].spec.id == "mine/1"
-    register_env("webrl-test-bare", lambda env_config: WebEnv())  # no task source
-    with pytest.raises(ValueError, match="has no `tasks` source"):
-        task_sources(load_config(WebRLConfig, "smoke", ["tasks.source=env", "tasks.env_id=webrl-test-bare"]).tasks)
+def test_kl_mode_reward_without_a_coefficient_is_the_off_switch_and_allowed():
+    cfg = load_config(WebRLConfig, None, ["learner.grpo.loss.kl_mode=reward", "learner.grpo.loss.kl_coef=0"])
+    assert cfg.learner.grpo.loss.kl_mode == "reward"  # kl_coef 0: no KL term either way
 
 
 def _run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -181,3 +95,120 @@ def test_smoke_run_checkpoints_resumes_and_writes_the_viewer(run_dir):
     # iteration trained on top of version 2 and produced version 3; rollouts were never stale
     assert [r["policy_version"] for r in rl] == [1.0, 2.0, 3.0]
     assert all(r["staleness"] == 0.0 for r in rl)
+
+
+# -- the loop without Ray: the trainer over in-process stand-ins of RunActors' actors ------------
+class FirstMoveEngine:
+    """Trajectory k (in the order episodes start) clicks twice then stops when k is even (reward
+    1 from CountEnv), stops at once when k is odd (reward 0): every group of 2 is [1, 0]."""
+
+    def __init__(self):
+        self.first_moves = 0
+
+    def act(self, requests):
+        from webrl.actions import Action
+        from webrl.policy.types import Decision
+
+        out = []
+        for r in requests:
+            if r.observation.step == 0 and not r.history:
+                self.first_moves += 1
+                action = Action.click(0) if self.first_moves % 2 == 1 else Action.stop()
+            else:
+                action = Action.stop() if r.observation.feedback == "clicks=2" else Action.click(0)
+            out.append(Decision(parsed=action, response_text=action.to_compact(), prompt_ids=[1, 2],
+                                response_ids=[3, 4], logprobs=[-0.5, -0.25]))
+        return out
+
+    def load_weights(self, weights):
+        pass
+
+
+class RecordingLearner:
+    def __init__(self, run):
+        self.run, self.updates, self.policy_version, self.saved = run, [], 0, []
+
+    def update(self, samples):
+        self.updates.append(list(samples))
+        self.policy_version += 1
+        return {"loss": 0.5, "policy_version": float(self.policy_version)}
+
+    def get_weights_ref(self):
+        return self.policy_version
+
+    def save(self, path, extra):
+        Path(path, "hf").mkdir(parents=True, exist_ok=True)
+        self.saved.append((Path(path).name, dict(extra)))
+        return str(path)
+
+    def shutdown(self):
+        pass
+
+
+class LocalActors:
+    """`RunActors`' interface in process: one CountEnv slot (episodes run one at a time, so the
+    engine's first-move counter gives each trajectory its outcome), an inference worker per
+    request over `FirstMoveEngine`, and recording learners."""
+
+    def __init__(self):
+        from tests.rollout.test_coordinator_logic import CountEnv
+
+        self.env, self.learners, self.synced, self.closed = CountEnv(target=2), [], [], False
+
+    def start_ray(self):
+        pass
+
+    def start_env_workers(self):
+        return [(self.env, 0)]
+
+    def start_inference(self, model_path, generator, index, count=1, endpoint=False):
+        from tests.rollout.test_coordinator_logic import AsyncInference
+        from webrl.rollout import InferenceConfig, InferenceWorker
+
+        return [AsyncInference(InferenceWorker(FirstMoveEngine(), InferenceConfig(batch_window_s=0.0), version=0))
+                for _ in range(count)]
+
+    def start_learner(self, section, run):
+        self.learners.append(RecordingLearner(run))
+        return self.learners[-1]
+
+    def stop_learner(self, learner):
+        pass
+
+    def sync_weights(self, learner, version):
+        self.synced.append(version)
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_loop_collects_scores_credits_updates_syncs_and_checkpoints_without_ray(tmp_path, capsys):
+    import math
+
+    from webrl.trainer import Trainer
+
+    config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "trainer.iterations=2",
+                                              "tasks.tasks_per_iteration=2", "rollout.group_size=2",
+                                              "tasks.eval_tasks=2", "trainer.checkpoint_every=2"])
+    actors = LocalActors()
+    trainer = Trainer(config, actors=actors)
+    results = trainer.fit()
+
+    (learner,) = actors.learners
+    assert learner.run.model_path.endswith("tiny-webagent-pointer") and learner.run.temperature == 1.0
+    assert learner.run.image_max_pixels == config.generator.prompt.max_pixels == 12544
+    # two iterations, each 2 groups of [1, 0]: advantages +-0.5 / (sqrt(0.5) + 1e-6); the winner
+    # has 3 turns (click, click, stop), the loser 1 (stop), so each update gets 2 * (3 + 1) samples
+    adv = 0.5 / (math.sqrt(0.5) + 1e-6)
+    assert [len(u) for u in learner.updates] == [8, 8]
+    assert sorted(round(s.advantage, 5) for s in learner.updates[0]) == [round(-adv, 5)] * 2 + [round(adv, 5)] * 6
+    assert actors.synced == [1, 2]  # after each update, the new version
+    assert learner.saved == [("step-00000002", {"iteration": 2, "model_path": learner.run.model_path})]
+    assert (tmp_path / "checkpoints" / "step-00000002" / "hf" / "webrl_prompt.json").exists()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rl = [r for r in rows if "iteration" in r and "stage" not in r]
+    assert [r["iteration"] for r in rl] == [1, 2] and all(r["samples"] == 8 for r in rl)
+    assert [(r["reward/mean"], r["filtered_groups"], r["kept_trajectories"]) for r in rl] == [(0.5, 0.0, 4.0)] * 2
+    evals = [r["label"] for r in rows if r.get("stage") == "eval"]
+    assert evals == ["before", "after"] and results["before"] is not None and results["after"] is not None
+    assert "held-out success (greedy)" in capsys.readouterr().out and actors.closed

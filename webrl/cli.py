@@ -37,16 +37,14 @@ class Command:
     """"module:function" taking the config instance."""
     positional: Optional[str] = None
     """Name of a config field that may also be given as the first positional argument."""
-    preset: Optional[str] = None
-    """Preset used when no --config is given (None: the dataclass defaults)."""
 
 
 _TRAIN_SCHEMA = "webrl.train_config:WebRLConfig"
 
 COMMANDS: dict[str, Command] = {
     "train": Command("run the main job: evaluate, (SFT,) GRPO iterations, evaluate (Trainer.fit); "
-                     "without --config the embedded default (GRPO from webrl:tiny-webagent)",
-                     _TRAIN_SCHEMA, "webrl.cli:train_main", preset="default"),
+                     "without --config the embedded default (GRPO from webrl:tiny-webagent-pointer)",
+                     _TRAIN_SCHEMA, "webrl.cli:train_main"),
     "sft": Command("run only the SFT stage (oracle demos or sft.demos_dir) and save its checkpoint",
                    _TRAIN_SCHEMA, "webrl.cli:sft_main"),
     "eval": Command("evaluate a checkpoint (model.path, or the first argument) or an OpenAI-compatible endpoint "
@@ -70,7 +68,7 @@ COMMANDS: dict[str, Command] = {
 # Subcommands with their own argparse interface (their flags are not config keys).
 ARGPARSE_COMMANDS: dict[str, tuple[str, str]] = {
     "heads-train": ("train decision heads on logged steps with the generator frozen (--generator, --data)",
-                    "webrl.policy.heads_train:heads_train_main"),
+                    "webrl.policy.cascade.train:heads_train_main"),
 }
 
 
@@ -184,9 +182,9 @@ def run_command(name: str, args: argparse.Namespace) -> int:
         for key, tp, default, doc in describe(schema):
             print(f"{key} ({tp}, default {default!r})\n    {doc}")
         return 0
-    config = load_config(schema, args.config or cmd.preset, args.args)
+    config = load_config(schema, args.config, args.args)
     if cmd.schema == _TRAIN_SCHEMA:
-        config = with_trained_prompt(config, schema, args.config or cmd.preset, args.args)
+        config = with_trained_prompt(config, schema, args.config, args.args)
     main: Callable = _resolve(cmd.main)
     return int(main(config) or 0)
 
@@ -197,7 +195,7 @@ def with_trained_prompt(config, schema, preset, overrides: list[str]):
     prompt it learned (a preset's or a default's other value gave 0% success with a warning).
     Keys given as `generator.prompt.KEY=...` win (the trainer still warns about them)."""
     from webrl.evaluation import resolve_checkpoint
-    from webrl.models.shipped import trained_prompt
+    from webrl.policy.trained_prompt import trained_prompt
 
     path = config.model.path
     if not path:

@@ -68,3 +68,15 @@ def draw_tasks(source: Any, rng: Any, n: int, in_order: bool = False) -> list:
     if in_order and isinstance(fixed, list):
         return list(fixed[:n])
     return [source.sample(rng) for _ in range(n)]
+
+
+STREAMS = {"rl": 1, "eval": 2}
+
+
+def task_rng(seed: int, stream: str, iteration: int = 0):
+    """The generator of one draw stream: "rl" (iteration i's training tasks depend only on
+    (seed, i), so a resumed run draws what an uninterrupted one would) or "eval" (the same
+    held-out tasks at every evaluation)."""
+    import numpy as np
+
+    return np.random.default_rng([seed, STREAMS[stream], iteration])

@@ -9,12 +9,13 @@ model); presets in webrl/configs/ change them (`--config NAME`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from webrl.config import ConfigError, ModelConfig, RunConfig
 from webrl.envs.worker import EnvWorkerConfig
-from webrl.learner.config import LearnerConfig
+from webrl.learner.config import LearnerConfig, LearnerRun
 from webrl.policy import GeneratorConfig
-from webrl.policy.cascade import CascadeConfig
+from webrl.policy.stack import PolicyConfig
 from webrl.reward import RewardConfig
 from webrl.rollout import InferenceConfig, RolloutConfig
 
@@ -35,10 +36,11 @@ class TasksConfig:
     """Difficulty levels of training tasks (0: one step, 1: 2-4 steps, 2: 5-15 steps)."""
     eval_levels: list[int] = field(default_factory=lambda: [0])
     """Difficulty levels of the held-out evaluation tasks."""
-    eval_split: str = "test"
-    """source=sandbox: entities of the evaluation tasks. test: entities (labels, values, products)
-    no training task uses; train: training entities in fresh tasks (new seeds, so new layouts,
-    pairings and element orders: held-out tasks, seen words)."""
+    eval_split: str = "train"
+    """source=sandbox: entities of the evaluation tasks. train: training entities in fresh tasks
+    (new seeds, so new layouts, pairings and element orders: held-out tasks, seen words); test:
+    entities (labels, values, products) no training task uses (the shipped tiny checkpoints are
+    near zero there: see their model cards)."""
     miniwob: list[str] = field(default_factory=list)
     """source=miniwob: MiniWoB++ task names (e.g. click-button); empty = all 128."""
     file: str = ""
@@ -53,9 +55,9 @@ class TasksConfig:
     """source=sandbox: keep only tasks of these kinds, in training and evaluation (e.g.
     [click_button, click_link]: `webrl.envs.sites.source.task_kinds` lists a site's kinds);
     empty = all."""
-    tasks_per_iteration: int = 4
+    tasks_per_iteration: int = 8
     """Distinct tasks per RL iteration; each is sampled rollout.group_size times."""
-    eval_tasks: int = 16
+    eval_tasks: int = 48
     """Held-out tasks per evaluation (greedy decoding, one trajectory each)."""
 
     def __post_init__(self) -> None:
@@ -147,7 +149,11 @@ def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0) -> BundleLayou
 def _sft_learner() -> LearnerConfig:
     from webrl.learner.config import OptimConfig
 
-    return LearnerConfig(objective="sft", optim=OptimConfig(lr=1e-3))
+    from webrl.algos import SFTConfig
+
+    # uniform cross-entropy: action-aware weights need masks the SFT stage does not build yet
+    return LearnerConfig(objective="sft", optim=OptimConfig(lr=1e-3),
+                         sft=SFTConfig(action_weight=1.0, coordinate_factor=1.0, direct_fraction=0.0))
 
 
 @dataclass
@@ -183,9 +189,9 @@ class SFTStageConfig:
 
 @dataclass
 class TrainerConfig:
-    stages: list[str] = field(default_factory=lambda: ["sft", "rl"])
+    stages: list[str] = field(default_factory=lambda: ["rl"])
     """Stages in order: sft, rl. Evaluation runs before the first and after the last stage."""
-    iterations: int = 4
+    iterations: int = 8
     """RL iterations (collect -> reward -> advantages -> update -> sync)."""
     eval_every: int = 0
     """Also evaluate every N RL iterations (0: only before and after)."""
@@ -234,30 +240,44 @@ def _default_env() -> EnvWorkerConfig:
 
 
 def _default_learner() -> LearnerConfig:
-    from webrl.learner.config import OptimConfig
+    """GRPO at lr 2e-4, two optimizer steps per iteration (docs/LEARNING.md: RL moved a tiny
+    model the right way only at a low learning rate)."""
+    from webrl.learner.config import BatchingConfig, OptimConfig
 
-    return LearnerConfig(objective="grpo", optim=OptimConfig(lr=1e-4))
+    return LearnerConfig(objective="grpo", optim=OptimConfig(lr=2e-4), batching=BatchingConfig(mini_batches=2))
 
 
-@dataclass
-class RolloutCascadeConfig(CascadeConfig):
-    """Decision-heads cascade for RL rollouts (webrl.policy.cascade); off while heads_dir is empty.
+def _default_run() -> RunConfig:
+    return RunConfig(name="default")
 
-    Only the rollout inference workers wrap the generator; greedy evaluation stays the plain
-    generator, so before/after figures measure the policy being trained.
-    """
 
-    heads_dir: str = ""
-    """Heads folder written by `webrl heads-train`; empty = no cascade (the generator decides every turn)."""
+def _default_model() -> ModelConfig:
+    """The shipped SFT checkpoint (webrl/assets/tiny-webagent-pointer/MODEL_CARD.md)."""
+    return ModelConfig(path="webrl:tiny-webagent-pointer")
+
+
+def _default_rollout() -> RolloutConfig:
+    """8 trajectories per task (64 per iteration), one-step tasks within 4 turns."""
+    return RolloutConfig(group_size=8, max_turns=4)
+
+
+def _default_generator() -> GeneratorConfig:
+    """The prompt format the shipped checkpoint was trained with: elements as `<e3> button "Go"`
+    chosen by the element pointer, no reasoning, 112x112 screenshots (12 visual tokens)."""
+    from webrl.policy import PromptConfig, SamplingConfig
+
+    prompt = PromptConfig(action_format="pointer", prompt_version="brief", think=False, max_prompt_tokens=512,
+                          max_pixels=12544)
+    return GeneratorConfig(prompt=prompt, sampling=SamplingConfig(max_new_tokens=24))
 
 
 @dataclass
 class WebRLConfig:
     """The whole run; each component receives only its own section."""
 
-    run: RunConfig = field(default_factory=RunConfig)
+    run: RunConfig = field(default_factory=_default_run)
     """Run folder, seed, resume."""
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = field(default_factory=_default_model)
     """Policy checkpoint (or a tiny random-init model)."""
     tasks: TasksConfig = field(default_factory=TasksConfig)
     """Which tasks to train and evaluate on."""
@@ -271,27 +291,55 @@ class WebRLConfig:
     """What `webrl eval` evaluates (a checkpoint or an endpoint) and what it writes."""
     env: EnvWorkerConfig = field(default_factory=_default_env)
     """Every EnvWorker (slots per browser, viewport, time limits, safety)."""
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    rollout: RolloutConfig = field(default_factory=_default_rollout)
     """Group size, horizon, timeouts, retries."""
-    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    generator: GeneratorConfig = field(default_factory=_default_generator)
     """Prompting and sampling of the rollout policy."""
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     """Dynamic batching of inference requests."""
-    cascade: RolloutCascadeConfig = field(default_factory=RolloutCascadeConfig)
-    """Optional decision-heads cascade in rollouts (threshold, head_turns, heads_dir)."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Policy wrappers around the generator, in rollouts and evaluation alike (wrappers: [loci,
+    cascade] outermost first; the cascade's heads_dir and threshold; LOCI's search settings)."""
     learner: LearnerConfig = field(default_factory=_default_learner)
     """RL learner (objective grpo or ppo, DeepSpeed ZeRO stage, optimizer, batching)."""
     reward: RewardConfig = field(default_factory=lambda: RewardConfig(kind="programmatic"))
     """Reward: the sandbox checker by default; judges for live-web tasks."""
 
     def __post_init__(self) -> None:
-        for name, section in (("learner", self.learner), ("sft.learner", self.sft.learner)):
-            if section.model_path:
-                raise ConfigError(f"{name}.model_path is set by the trainer from model.path; leave it empty")
-        sampling_t = self.generator.sampling.temperature
-        if self.learner.temperature not in (1.0, sampling_t):
-            raise ConfigError(f"learner.temperature={self.learner.temperature} is set by the trainer from "
-                              f"generator.sampling.temperature={sampling_t} (rollout log-probs are taken at "
-                              f"the sampling temperature); set generator.sampling.temperature instead")
-        if self.learner.objective == "sft":
-            raise ConfigError("learner.objective is the RL objective: grpo or ppo (sft.learner runs SFT)")
+        if self.learner.objective not in RL_OBJECTIVES:
+            raise ConfigError(f"learner.objective must be one of {RL_OBJECTIVES} (the RL objective; sft.learner runs "
+                              f"SFT), got {self.learner.objective!r}. ppo is not wired yet: multi-turn PPO needs "
+                              f"per-turn values, old values and returns that no stage produces")
+        for key, value, why in _inert_settings(self):
+            raise ConfigError(f"{key}={value!r} has no effect in this version ({why}); leave it at its default")
+
+
+RL_OBJECTIVES = ("grpo",)
+"""Objectives the trainer runs end to end (`webrl.credit.ADVANTAGE_STAGES`)."""
+
+
+def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
+    """(key, value, why) of every setting the config accepts but the run would ignore."""
+    from webrl.algos import SFTConfig
+
+    out = []
+    loss = config.learner.grpo.loss
+    if loss.kl_mode == "reward" and loss.kl_coef > 0:
+        out.append(("learner.grpo.loss.kl_mode", "reward", "the advantage stage takes no KL penalty; use "
+                    "kl_mode=loss with learner.reference=copy"))
+    neutral = SFTConfig(action_weight=1.0, coordinate_factor=1.0, direct_fraction=0.0)
+    for name in ("action_weight", "coordinate_factor", "direct_fraction"):
+        value = getattr(config.sft.learner.sft, name)
+        if value != getattr(neutral, name):
+            out.append((f"sft.learner.sft.{name}", value, "the SFT stage builds no action masks and no "
+                        "reasoning mix, so its loss is uniform cross-entropy"))
+    return out
+
+
+def learner_run(config: WebRLConfig, model_path: str, temperature: float = 1.0) -> LearnerRun:
+    """What the run derives for a learner: the policy to train, the run's seed, the temperature
+    log-probs are taken at (the rollout's, for RL) and the prompt's screenshot pixel bounds (the
+    learner must encode screenshots exactly as the rollout did)."""
+    prompt = config.generator.prompt
+    return LearnerRun(model_path=model_path, seed=config.run.seed, temperature=temperature,
+                      image_min_pixels=prompt.min_pixels, image_max_pixels=prompt.max_pixels)

@@ -2,7 +2,7 @@
 splits by entity, observation look-ups for the oracles, and `SiteTask`, the `Task` all four
 sites' tasks are.
 
-Oracles read the observation contract (observation_contract.md): `obs["elements"]` is a list
+Oracles read what the env shows (`WebEnv`'s spec card; `oracle_view`): `obs["elements"]` is a list
 of dicts with id/tag/role/name/type/value/dom_id/options/selected/checked/in_viewport. They
 find their target by `dom_id` (ids the sites' templates set on purpose) or by name, and return
 an `Action` on that element's Set-of-Mark id; when the target is not listed they scroll.
@@ -15,11 +15,11 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 from urllib.parse import parse_qs, urlencode, urlparse
 
 from webrl.actions import Action
-from webrl.envs.task import BaseTask, OriginAlias, TaskSpec, origin
+from webrl.envs.task import BaseTask, OriginAlias, TaskReward, TaskSpec, origin
 
 SPLITS = ("train", "test")
 LEVELS = (0, 1, 2)
@@ -96,10 +96,6 @@ def split_of(name: str, salt: str = "") -> str:
     """Entity split: a stable hash of the entity's name, 70% train / 30% test."""
     h = int(hashlib.sha256(f"{salt}:{name}".encode()).hexdigest()[:8], 16)
     return "train" if h % 10 < 7 else "test"
-
-
-def stable_seed(*parts: Any) -> int:
-    return int(hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()[:12], 16)
 
 
 # -- observations ----------------------------------------------------------------------------
@@ -188,7 +184,6 @@ class SiteTask(BaseTask):
         self.kind = spec.params["kind"]
         self.sid = ""
         self._entered = False  # entry_url() created this episode's state; setup() has nothing to do
-        self.last_details: dict[str, Any] = {}
         self._checker = checkers[self.kind]
         self._oracle = oracles[self.kind]
 
@@ -246,16 +241,16 @@ class SiteTask(BaseTask):
         if state is None:
             return CheckResult(False, {"error": "no session state (setup not run?)"})
         with STORE.lock:
-            result = self._checker(self.spec.params, state, answer)
-        self.last_details = result.details
-        return result
+            return self._checker(self.spec.params, state, answer)
 
-    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
+    def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
+        """1 or 0 as the checker decides on the server state; its details come along."""
         try:  # widget events travel by fetch(): let the last ones land first (bounded wait)
             page.wait_for_function("() => !window.__webrlPending", timeout=3000)
         except Exception:
             pass
-        return 1.0 if self.check(answer).success else 0.0
+        result = self.check(answer)
+        return TaskReward(1.0 if result.success else 0.0, result.details)
 
     def oracle_action(self, observation: dict[str, Any]) -> Optional[Action]:
         return self._oracle(self.spec.params, observation)
@@ -268,7 +263,3 @@ class SiteTask(BaseTask):
 
     def __repr__(self) -> str:
         return f"SiteTask({self.spec.id!r}, {self.spec.goal!r})"
-
-
-def all_names(items: Iterable[Any], attr: str = "name") -> list[str]:
-    return [getattr(i, attr) for i in items]

@@ -21,11 +21,13 @@ def bench():
 
 TRAINED = {"action_format": "compact", "prompt_version": "brief", "context_mode": "full", "reasoning_turns": 2,
            "num_screenshots": 1, "max_prompt_tokens": 512, "history_elements": False, "think": False,
-           "screenshot": "auto", "min_pixels": 3136, "max_pixels": 12544}
+           "min_pixels": 3136, "max_pixels": 12544}
 
 
 def test_prompt_from_checkpoint_file(bench, tmp_path):
-    (tmp_path / "webrl_prompt.json").write_text(json.dumps({**TRAINED, "written_by": "a later version"}))
+    # "screenshot": a key older checkpoints wrote (a PromptConfig field that did nothing, removed)
+    (tmp_path / "webrl_prompt.json").write_text(json.dumps({**TRAINED, "screenshot": "auto",
+                                                            "written_by": "a later version"}))
     assert bench.generator_prompt(tmp_path) == PromptConfig(**TRAINED)  # unknown keys ignored
     # an explicit --max-pixels overrides the screenshot size only; min_pixels stays <= max_pixels
     small = bench.generator_prompt(tmp_path, max_pixels=2000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from webrl.envs import BaseTask, TaskSpec, WebEnv, WebEnvConfig
+from webrl.envs.task import TaskReward
 
 # Small viewport keeps screenshots cheap; 800x600 is the "cpu" preset.
 VIEWPORT_W, VIEWPORT_H = 800, 600
@@ -36,17 +37,12 @@ def center(info: dict, dom_id: str) -> tuple[int, int]:
 class ClickTask(BaseTask):
     """Reward 1 once #out says "clicked 1"; `done` when it does (exercises the done hook)."""
 
-    def __init__(self, spec: TaskSpec):
-        super().__init__(spec)
-        self.reward_details: dict[str, Any] = {}
-
     def _text(self, page: Any) -> str:
         return page.inner_text("#out")
 
     def done(self, page: Any) -> bool:
         return self._text(page) == "clicked 1"
 
-    def reward(self, page: Any, answer: Optional[str]) -> Optional[float]:
+    def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
         text = self._text(page)
-        self.reward_details = {"out": text}
-        return 1.0 if text == "clicked 1" else 0.0
+        return TaskReward(1.0 if text == "clicked 1" else 0.0, {"out": text})

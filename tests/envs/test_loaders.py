@@ -6,7 +6,7 @@ import pytest
 
 from webrl.envs.loaders import (LiveWebTask, LiveWebTaskSource, TaskLoadError, guess_format,
                                 load_task_specs, load_tasks)
-from webrl.envs.task import Task
+from webrl.envs.task import Task, TaskReward
 
 DATA = Path(__file__).parent / "data"
 
@@ -92,7 +92,7 @@ def test_whole_file_not_json(tmp_path):
 def test_live_tasks_need_a_judge_and_sample_from_a_source():
     tasks = load_tasks(DATA / "webvoyager_sample.jsonl")
     assert all(isinstance(t, Task) and isinstance(t, LiveWebTask) for t in tasks)
-    assert tasks[0].reward(page=None, answer="lasagna") is None
+    assert tasks[0].reward(page=None, answer="lasagna") == TaskReward(None, {})
     assert tasks[0].oracle_action({}) is None
     source = LiveWebTaskSource(tasks)
     drawn = {source.sample(np.random.default_rng(seed)).spec.id for seed in range(40)}

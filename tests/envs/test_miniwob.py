@@ -15,6 +15,7 @@ from webrl.envs.miniwob import (ENV_ID_FORMAT, MiniWoBConfig, MiniWoBTask, MiniW
                                 flight_goal, miniwob_base_url, miniwob_html_dir, miniwob_task_names,
                                 register_miniwob_envs, task_path)
 from webrl.envs.miniwob_oracles import ORACLES, find, quoted
+from webrl.envs.observation import oracle_view
 from webrl.envs.task import Task, TaskSource
 
 # Unregistered upstream (real-time / debug pages), so not part of the 125 standard tasks.
@@ -113,11 +114,6 @@ def env(session):
     web_env = WebEnv(config={"browser": {"viewport": "small"}}, session=session)
     yield web_env
     web_env.close()
-
-
-def oracle_view(obs: dict, info: dict) -> dict:
-    """What `Task.oracle_action` receives (observation contract): obs minus pixels + elements."""
-    return {**{k: v for k, v in obs.items() if k != "screenshot"}, "elements": info["elements"]}
 
 
 def run_oracle(env, task, max_steps: int = 15):

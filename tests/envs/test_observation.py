@@ -134,7 +134,7 @@ def test_configs_validate_and_name_the_field():
 
 
 def test_repeated_feedback_notes_are_counted():
-    from webrl.envs.web_env import _count_repeats
+    from webrl.envs.episode import count_repeats
 
     notes = ["Blocked image request to a.test", "Dialog alert 'x' accepted", "Blocked image request to a.test"]
-    assert _count_repeats(notes) == ["Blocked image request to a.test (x2)", "Dialog alert 'x' accepted"]
+    assert count_repeats(notes) == ["Blocked image request to a.test (x2)", "Dialog alert 'x' accepted"]

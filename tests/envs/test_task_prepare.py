@@ -25,23 +25,6 @@ def test_task_with_placeholder_url_is_prepared_and_solved(browser_session):
         env.close()
 
 
-def test_prepare_is_optional_for_the_task_protocol():
-    from webrl.envs.task import Task, TaskSpec
-
-    class Minimal:  # a task written against the protocol without the optional hook
-        spec = TaskSpec(id="t", goal="g", start_url="http://127.0.0.1:1/")
-
-        def setup(self, page): ...
-
-        def reward(self, page, answer): ...
-
-        def oracle_action(self, observation): ...
-
-        def teardown(self, page): ...
-
-    assert isinstance(Minimal(), Task)
-
-
 @pytest.mark.browser
 def test_sandbox_episode_starts_with_one_navigation(browser_session):
     """`entry_url()` creates the episode's state and the env opens it directly: the tab's history

@@ -1,10 +1,10 @@
 """Observations of sandbox pages show a stable origin, not the port the site server bound: the
 same task gives the same prompt text in every run (before, 2 of 48 greedy decisions changed
 with the port digits), and URLs the agent types on the shown origin reach the real server."""
-import socket
 
 import pytest
 
+from tests.helpers import free_port
 from webrl.envs import WebEnv
 from webrl.envs.sites import server
 from webrl.envs.sites.source import make_task
@@ -39,12 +39,6 @@ def _text(obs: dict) -> dict:
     return {k: obs[k] for k in TEXT_FIELDS}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.browser
 def test_sandbox_observation_text_does_not_depend_on_the_server_port(browser_session):
     env = WebEnv({"browser": {"viewport": "640x480"}}, session=browser_session)
@@ -52,7 +46,7 @@ def test_sandbox_observation_text_does_not_depend_on_the_server_port(browser_ses
     try:
         for _ in range(2):
             server.stop_server()
-            real = server.ensure_server(port=_free_port())
+            real = server.ensure_server(port=free_port())
             task = make_task("widgets", 0, "train", seed=11)
             obs, info = env.reset(options={"task": task})
             assert env.page.url.startswith(real + "/")

@@ -34,8 +34,9 @@ def test_checker_rewards_exactly_the_goal_colour(browser_session):
             _, info = env.reset(options={"task": task})
             button = next(e["id"] for e in info["elements"] if e["name"] == colour)
             _, reward, _, _, _ = env.step(f"click({button})")  # navigates to /chosen?color=<colour>
-            _, reward, terminated, _, _ = env.step("stop()")
+            _, reward, terminated, _, info = env.step("stop()")
             assert terminated and reward == expected, (colour, goal)
+            assert info["reward_details"] == {"path": "/chosen", "chosen": colour}
     finally:
         env.close()
         server.shutdown()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from webrl.learner import LearnerConfig, LearnerSample, OptimConfig
+from webrl.learner import LearnerConfig, LearnerRun, LearnerSample, OptimConfig
 from webrl.learner.config import BatchingConfig, CheckpointConfig
 from webrl.types import Image
 
@@ -13,8 +13,9 @@ GOALS = ["click the blue button", "type hello into the search box", "open the ca
 ACTIONS = ["click(12)", 'type(3, "hello")', "click(7)", "scroll(down)", 'select(4, "b")', "press(Enter)"]
 
 
-#: the smart_resize bounds of LearnerConfig's (and PromptConfig's) defaults
-SIZE = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280}
+#: the smart_resize bounds (min, max pixels) of PromptConfig's defaults, which the samples' prompts use
+PIXELS = (56 * 56, 28 * 28 * 1280)
+SIZE = {"shortest_edge": PIXELS[0], "longest_edge": PIXELS[1]}
 
 
 def screenshot(seed: int, width: int = 112, height: int = 84) -> Image:
@@ -57,7 +58,7 @@ def naive_logprobs(model, processor, sample: LearnerSample, temperature: float) 
     return logp.gather(-1, ids[0, p:, None]).squeeze(-1).float()
 
 
-def learner_config(model_path: str, **overrides) -> LearnerConfig:
+def learner_config(**overrides) -> LearnerConfig:
     """A config for the tiny model: AdamW lr 1e-3 with eps 1e-3.
 
     Why eps 1e-3: Adam's step lr * m / (sqrt(v) + eps) is ~lr * sign(g) for |g| >> eps, so
@@ -66,12 +67,19 @@ def learner_config(model_path: str, **overrides) -> LearnerConfig:
     step is nearly linear in g below 1e-3, so comparing parameters after a step compares the
     gradients to ~lr / eps x their rounding error, and a 1e-6 tolerance still means something.
     """
-    base = dict(model_path=model_path, objective="grpo", zero_stage=1, temperature=1.0,
+    base = dict(objective="grpo", zero_stage=1,
                 optim=OptimConfig(lr=1e-3, eps=1e-3, grad_clip=1.0),
                 batching=BatchingConfig(token_budget=256, max_samples_per_micro_batch=4),
                 checkpoint=CheckpointConfig(keep_last=2))
     base.update(overrides)
     return LearnerConfig(**base)
+
+
+def learner_run(model_path: str, temperature: float = 1.0, seed: int = 0) -> LearnerRun:
+    """What a run would derive for the tiny model: its folder, `seed`, sampling temperature
+    `temperature` and the samples' pixel bounds (`PIXELS`)."""
+    return LearnerRun(model_path=model_path, seed=seed, temperature=temperature,
+                      image_min_pixels=PIXELS[0], image_max_pixels=PIXELS[1])
 
 
 def with_rollout_logprobs(samples, logprobs):

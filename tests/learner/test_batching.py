@@ -91,30 +91,23 @@ def test_sample_and_config_validation_name_the_field():
     with pytest.raises(ValueError, match="rollout_logprobs"):
         LearnerSample([1], [2, 3], rollout_logprobs=[-1.0])
     with pytest.raises(ValueError, match="zero_stage"):
-        LearnerConfig(model_path="x", zero_stage=4)
+        LearnerConfig(zero_stage=4)
     with pytest.raises(ValueError, match="reference"):
         cfg = GRPOConfig()
         cfg.loss.kl_coef = 0.1
-        LearnerConfig(model_path="x", grpo=cfg)
+        LearnerConfig(grpo=cfg)
     with pytest.raises(ValueError, match="value_head"):
-        LearnerConfig(model_path="x", objective="ppo")
+        LearnerConfig(objective="ppo")
     with pytest.raises(ValueError, match="scheduler"):
         OptimConfig(scheduler="step")
     with pytest.raises(ValueError, match="token_budget"):
         BatchingConfig(token_budget=0)
 
 
-def test_pixel_defaults_match_the_policy_prompt_config():
-    from webrl.policy.prompt import PromptConfig
-
-    cfg, prompt = LearnerConfig(model_path="x"), PromptConfig()
-    assert (cfg.image_min_pixels, cfg.image_max_pixels) == (prompt.min_pixels, prompt.max_pixels)
-
-
 def test_learner_config_loads_through_the_project_config_machinery():
     from webrl.config import load_config
 
-    cfg = load_config(LearnerConfig, overrides=["model_path=/m", "zero_stage=3", "optim.lr=1e-5",
+    cfg = load_config(LearnerConfig, overrides=["zero_stage=3", "optim.lr=1e-5",
                                                 "batching.ppo_epochs=2", "grpo.loss.clip_eps_high=0.3"])
     assert isinstance(cfg, LearnerConfig) and cfg.zero_stage == 3 and cfg.optim.lr == 1e-5
     assert cfg.batching.ppo_epochs == 2 and cfg.objective_config.loss.clip_eps_high == 0.3

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from tests.learner.helpers import learner_config, make_samples, naive_logprobs
+from tests.learner.helpers import learner_config, learner_run, make_samples, naive_logprobs
 from webrl.learner import CheckpointError, LearnerGroup, LearnerSample
 from webrl.learner.config import BatchingConfig
 from webrl.models import load_model
@@ -24,9 +24,9 @@ T = 0.7
 @pytest.fixture(scope="module")
 def setup(tiny_qwen25vl_path, tmp_path_factory):
     _, processor = load_model(tiny_qwen25vl_path)
-    config = learner_config(tiny_qwen25vl_path, objective="sft", zero_stage=0, temperature=T,
-                            freeze_vision_tower=True, batching=BatchingConfig(token_budget=10_000))
-    group = LearnerGroup(config, 1, use_ray=False)
+    config = learner_config(objective="sft", zero_stage=0, freeze_vision_tower=True,
+                            batching=BatchingConfig(token_budget=10_000))
+    group = LearnerGroup(config, learner_run(tiny_qwen25vl_path, temperature=T), 1, use_ray=False)
     root = tmp_path_factory.mktemp("local-ckpt")
     initial = group.save(str(root / "initial"))
     yield group, processor, make_samples(processor, 6), initial, root
@@ -187,7 +187,8 @@ def test_one_grpo_update_raises_positive_and_lowers_negative_advantage_responses
     from tests.learner.helpers import with_rollout_logprobs
 
     _, processor = load_model(tiny_qwen25vl_path)
-    group = LearnerGroup(learner_config(tiny_qwen25vl_path, objective="grpo", zero_stage=0), 1, use_ray=False)
+    group = LearnerGroup(learner_config(objective="grpo", zero_stage=0), learner_run(tiny_qwen25vl_path), 1,
+                         use_ray=False)
     try:
         samples = make_samples(processor, 6)
         before = group.compute_logprobs(samples).logprobs

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from tests.learner.helpers import learner_config, make_samples, naive_logprobs
+from tests.learner.helpers import learner_config, learner_run, make_samples, naive_logprobs
 from webrl.algos import PPOConfig
 from webrl.learner import LearnerGroup
 from webrl.learner.config import BatchingConfig
@@ -19,9 +19,9 @@ def ppo_setup(tiny_qwen3vl_path):
     _, processor = load_model(tiny_qwen3vl_path)
     ppo = PPOConfig(value_clip_eps=None)
     ppo.loss.kl_coef = 0.05
-    config = learner_config(tiny_qwen3vl_path, objective="ppo", value_head=True, reference="copy", ppo=ppo,
-                            zero_stage=0, batching=BatchingConfig(token_budget=10_000, ppo_epochs=2, mini_batches=2))
-    group = LearnerGroup(config, 1, use_ray=False)
+    config = learner_config(objective="ppo", value_head=True, reference="copy", ppo=ppo, zero_stage=0,
+                            batching=BatchingConfig(token_budget=10_000, ppo_epochs=2, mini_batches=2))
+    group = LearnerGroup(config, learner_run(tiny_qwen3vl_path), 1, use_ray=False)
     yield group, processor
     group.shutdown()
 

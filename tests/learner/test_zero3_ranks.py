@@ -19,7 +19,7 @@ The timeout turns a regression into a failure instead of a hang.
 import pytest
 import torch
 
-from tests.learner.helpers import learner_config, make_samples, with_rollout_logprobs
+from tests.learner.helpers import learner_config, learner_run, make_samples, with_rollout_logprobs
 from webrl.learner import LearnerGroup
 from webrl.learner.batching import plan_update
 from webrl.learner.config import BatchingConfig
@@ -58,14 +58,15 @@ def test_zero3_ranks_with_filler_or_text_only_passes_train_like_one_rank(tiny_qw
     # after rank 0's image pass is the shortest sample, text-only too)
     assert plan_update(lengths, 2, MIXED_BATCHING.token_budget, 64)[0][0] == [0]
 
-    zero3 = learner_config(tiny_qwen25vl_path, zero_stage=3, batching=BATCHING,
+    run = learner_run(tiny_qwen25vl_path)
+    zero3 = learner_config(zero_stage=3, batching=BATCHING,
                            deepspeed_overrides={"zero_optimization": {"stage3_param_persistence_threshold": 0}})
-    group = LearnerGroup(zero3, 2, use_ray=False)
+    group = LearnerGroup(zero3, run, 2, use_ray=False)
     try:
         losses, state = train(group, samples, mixed)
     finally:
         group.shutdown()
-    reference = LearnerGroup(learner_config(tiny_qwen25vl_path, zero_stage=1, batching=BATCHING), 1, use_ray=False)
+    reference = LearnerGroup(learner_config(zero_stage=1, batching=BATCHING), run, 1, use_ray=False)
     try:
         ref_losses, ref_state = train(reference, samples, mixed)
     finally:

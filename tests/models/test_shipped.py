@@ -5,6 +5,7 @@ import pytest
 
 from webrl.models import shipped
 from webrl.policy.prompt import PromptConfig
+from webrl.policy.trained_prompt import check_prompt_matches, trained_prompt
 
 
 def test_unknown_shipped_name_lists_the_shipped_ones(tmp_path, monkeypatch):
@@ -19,14 +20,22 @@ def test_unknown_shipped_name_lists_the_shipped_ones(tmp_path, monkeypatch):
 
 def test_prompt_settings_mismatch_names_each_key(tmp_path):
     (tmp_path / "webrl_prompt.json").write_text(json.dumps({"action_format": "compact", "think": False,
-                                                            "max_pixels": 12544}))
-    shipped.check_prompt_matches(str(tmp_path), PromptConfig(action_format="compact", think=False, max_pixels=12544))
+                                                            "max_pixels": 12544, "from_a_later_version": 1}))
+    assert trained_prompt(str(tmp_path)) == {"action_format": "compact", "think": False, "max_pixels": 12544}
+    assert shipped.read_trained_prompt(str(tmp_path))["from_a_later_version"] == 1  # plain data, as written
+    check_prompt_matches(str(tmp_path), PromptConfig(action_format="compact", think=False, max_pixels=12544))
     with pytest.raises(ValueError) as e:
-        shipped.check_prompt_matches(str(tmp_path), PromptConfig(action_format="som", think=False))
+        check_prompt_matches(str(tmp_path), PromptConfig(action_format="som", think=False))
     assert "generator.prompt.action_format='som' (trained with 'compact')" in str(e.value)
     assert "generator.prompt.max_pixels=1003520 (trained with 12544)" in str(e.value)
     assert "think" not in str(e.value)
-    shipped.check_prompt_matches(str(tmp_path / "none"), PromptConfig())  # no file: nothing to check
+    check_prompt_matches(str(tmp_path / "none"), PromptConfig())  # no file: nothing to check
+
+
+def test_trained_prompt_record_round_trips_through_a_checkpoint_folder(tmp_path):
+    (tmp_path / "hf").mkdir()
+    shipped.write_trained_prompt(tmp_path, {"action_format": "pointer", "max_pixels": 12544})
+    assert trained_prompt(str(tmp_path / "hf")) == {"action_format": "pointer", "max_pixels": 12544}
 
 
 @pytest.mark.slow
@@ -54,7 +63,7 @@ def test_shipped_checkpoint_meets_its_model_card(name, tmp_path, monkeypatch):
     card = json.loads((ASSETS / name / "webrl_card.json").read_text())
     sample = card["test_sample"]
     assert f"success {sample['success']:.3f}" in (ASSETS / name / "MODEL_CARD.md").read_text()
-    prompt = [f"generator.prompt.{k}={v}" for k, v in shipped.trained_prompt(folder).items()]
+    prompt = [f"generator.prompt.{k}={v}" for k, v in trained_prompt(folder).items()]
     for key, value in sample["env"].items():  # the env workers (Ray actors) inherit it
         monkeypatch.setenv(key, value)
     config = load_config(WebRLConfig, "default", [*prompt, *sample["overrides"], f"run.run_dir={tmp_path / 'eval'}",

@@ -2,12 +2,14 @@
 import pytest
 import torch
 
-from tests.policy.helpers import policy
-from webrl.policy.cascade import (CascadeConfig, CascadePolicy, decode_from_cache, forced_logprobs)
+from tests.policy.helpers import policy, screenshot
+from webrl.actions import Action
+from webrl.policy.cascade.policy import (CascadeConfig, CascadePolicy, decode_from_cache, forced_logprobs)
 from webrl.policy.generator import SamplingConfig
-from webrl.policy.head_features import prefill
-from webrl.policy.heads import DecisionHeads, HeadsConfig
-from webrl.policy.synthetic_som import make_steps
+from webrl.policy.cascade.features import MarkedObservation, SoMElement, prefill
+from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig
+from webrl.policy.cascade.synthetic import make_steps
+from webrl.policy.types import PolicyRequest
 
 PIXELS = dict(min_pixels=1024, max_pixels=48 * 28 * 28)
 
@@ -125,8 +127,8 @@ def test_threshold_zero_always_uses_the_heads(tiny_qwen25vl_path, requests):
             assert (d.action.kind, d.action.element) == (d.proposal.kind, d.proposal.element)
 
 
-def _force_write(heads, kind="type"):
-    """Make the heads certain of `kind` with the WRITE slot (value index 0)."""
+def _force_kind(heads, kind):
+    """Make the heads certain of `kind` (answer, or type without listed options: the WRITE slot)."""
     with torch.no_grad():
         heads.kind_mlp[-1].bias.fill_(-50.0)
         heads.kind_mlp[-1].bias[heads.config.kinds.index(kind)] = 50.0
@@ -139,7 +141,7 @@ def test_write_decodes_text_from_the_same_cache(tiny_qwen25vl_path, requests, qu
     generator's, equal to an uncached teacher-forced forward over the whole response (also when
     the heads' query prefix is already in the cache)."""
     pol = _policy(tiny_qwen25vl_path)
-    heads = _force_write(DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig(kinds=(
+    heads = _force_kind(DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig(kinds=(
         "click", "answer", "other"), query_prefix=query_prefix)), "answer")
     cascade = CascadePolicy(pol, heads, CascadeConfig(threshold=0.5, max_text_tokens=5))
     d = cascade.act(requests[:1])[0]
@@ -179,7 +181,7 @@ def test_cascade_config_validation():
 
 
 def test_written_text_reads_the_json_string_the_generator_wrote():
-    from webrl.policy.cascade import written_text
+    from webrl.policy.cascade.policy import written_text
 
     assert written_text('blue mug"}}</tool_call>') == "blue mug"  # up to the closing quote
     assert written_text(r'say \"hi\""}') == 'say "hi"'  # escaped quotes are part of the text
@@ -202,3 +204,67 @@ def test_decoding_never_picks_suppressed_ids_and_reports_raw_logprobs(tiny_qwen2
     allowed[banned] = float("-inf")
     assert ids[0] == int(allowed.argmax())
     assert logps[0] == pytest.approx(float(torch.log_softmax(raw, -1)[ids[0]]), abs=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# coordinate formats (computer_use)
+# ---------------------------------------------------------------------------------------------
+def _computer_use_policy(path):
+    """computer_use at the default screenshot bounds (56*56 .. 28*28*1280 pixels), as in test_stack.py."""
+    return policy(path, sampling=SamplingConfig(greedy=True, max_new_tokens=8), action_format="computer_use",
+                  think=False, min_pixels=56 * 56, max_pixels=28 * 28 * 1280)
+
+
+def _one_box_request(role="button", name="Submit"):
+    """A 640x480 page with element 7 at x=100, y=40, w=60, h=20 (centre (130, 50))."""
+    obs = MarkedObservation(goal=f"Use the {name} {role}", url="http://127.0.0.1:8000/",
+                            elements_text=f'[7] {role} "{name}"', screenshot=screenshot(640, 480),
+                            elements=(SoMElement(7, (100.0, 40.0, 60.0, 20.0), role=role, name=name),))
+    return PolicyRequest(obs, [])
+
+
+@pytest.mark.parametrize("family, point", [("qwen2.5-vl", [131, 50]), ("qwen3-vl", [203, 104])])
+def test_computer_use_heads_click_records_the_tokens_of_the_coordinate_call(tiny_model_paths, family, point):
+    """The heads click element 7: the response is the click the generator would have had to write at
+    the box centre (130, 50) in its family's coordinates (worked out in test_stack.py: Qwen2.5-VL
+    resized 644x476 -> [131, 50]; Qwen3-VL 0-1000 -> [203, 104]), with the generator's log-probs."""
+    pol = _computer_use_policy(tiny_model_paths[family])
+    heads = _force_kind(DecisionHeads(pol.model.config.text_config.hidden_size,
+                                      HeadsConfig(kinds=("click", "answer", "other"))), "click")
+    request = _one_box_request()
+    d = CascadePolicy(pol, heads, CascadeConfig(threshold=0.5)).act([request])[0]
+    text = ('<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", '
+            f'"coordinate": {point}}}}}</tool_call>')
+    assert d.decided_by == "heads" and d.generated_tokens == 0 and d.proposal == Action.click(7)
+    assert d.response_text == text
+    assert d.response_ids == pol.tokenizer(text, add_special_tokens=False)["input_ids"]
+    pre = prefill(pol, request, keep_cache=False)
+    assert d.action == pol.builder.format.parse(text, pre.prompt.geometry)  # executed = the text read back
+    assert d.action.kind == "click_at" and abs(d.action.x - 130) < 1 and abs(d.action.y - 50) < 1
+    ref = torch.log_softmax(_uncached_logits(pol, pre.prompt, d.response_ids)[:-1], -1)
+    ref = ref.gather(-1, torch.tensor(d.response_ids).view(-1, 1)).flatten()
+    assert torch.allclose(torch.tensor(d.logprobs), ref, atol=1e-4)
+
+
+def test_computer_use_element_actions_without_coordinates_go_to_the_generator(tiny_qwen25vl_path):
+    """"type into element 7" has no computer_use form: the generator decides, exactly as alone."""
+    pol = _computer_use_policy(tiny_qwen25vl_path)
+    heads = _force_kind(DecisionHeads(pol.model.config.text_config.hidden_size,
+                                      HeadsConfig(kinds=("type", "answer", "other"))), "type")
+    request = _one_box_request("textbox", "Search")
+    d = CascadePolicy(pol, heads, CascadeConfig(threshold=0.5)).act([request])[0]
+    (e,) = pol.act([request])
+    assert d.decided_by == "generator" and d.proposal.kind == "type" and d.confidence > 0.5
+    assert d.response_ids == e.response_ids and d.response_text == e.response_text and d.parsed == e.parsed
+
+
+def test_computer_use_heads_answer_writes_into_the_coordinate_format_call(tiny_qwen25vl_path):
+    pol = _computer_use_policy(tiny_qwen25vl_path)
+    heads = _force_kind(DecisionHeads(pol.model.config.text_config.hidden_size,
+                                      HeadsConfig(kinds=("click", "answer", "other"))), "answer")
+    d = CascadePolicy(pol, heads, CascadeConfig(threshold=0.5, max_text_tokens=4)).act([_one_box_request()])[0]
+    prefix = '<tool_call>{"name": "computer_use", "arguments": {"action": "answer", "text": "'
+    assert d.decided_by == "heads+write" and d.response_text.startswith(prefix) and 1 <= d.generated_tokens <= 4
+    n_forced = len(d.response_ids) - d.generated_tokens
+    assert d.response_ids[:n_forced] == pol.tokenizer(prefix, add_special_tokens=False)["input_ids"]
+    assert d.action is not None and d.action.kind == "answer"

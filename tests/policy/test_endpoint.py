@@ -4,7 +4,10 @@ import pytest
 from tests.chat_stub import chat_reply, chat_server
 from tests.policy.helpers import episode, observation
 from webrl.actions import Action, ParseError
+from webrl.chat import ChatMessage
 from webrl.policy import EndpointConfig, EndpointPolicy, PolicyRequest, PromptConfig, SamplingConfig
+from webrl.policy.prompt import Message
+from webrl.types import Image
 
 REPLY = '<think>The search box is [1].</think><tool_call>{"name": "browser", "arguments": ' \
         '{"action": "type", "element": 1, "text": "mug"}}'  # stop string "</tool_call>" cut by the server
@@ -50,9 +53,22 @@ def test_endpoint_policy_round_trip(stub_server):
 
 
 def test_endpoint_errors_are_values():
-    pol = EndpointPolicy(EndpointConfig(base_url="http://127.0.0.1:9/v1", timeout_s=2))  # discard port: refused
+    config = EndpointConfig(base_url="http://127.0.0.1:9/v1", timeout_s=2, max_retries=1, backoff_s=0.01)
+    pol = EndpointPolicy(config)  # discard port: refused
     (d,) = pol.act([PolicyRequest(observation(0))])
-    assert isinstance(d.parsed, ParseError) and "endpoint error" in d.parsed.message
+    assert isinstance(d.parsed, ParseError) and "endpoint error: connection_error" in d.parsed.message
+    assert "(after 2 attempts)" in d.parsed.message and pol.client.stats == {"requests": 2, "retries": 1}
     assert d.stats.finish_reason == "error"
     with pytest.raises(ValueError, match="base_url"):
         EndpointConfig(base_url="127.0.0.1:8000")
+    with pytest.raises(ValueError, match="max_retries"):
+        EndpointConfig(max_retries=-1)
+
+
+def test_prompt_messages_as_sent_to_a_server():
+    img = Image(b"\x89PNG", "png")
+    assert Message("user", [img, "Step 0"]).to_chat_message() == ChatMessage("user", (img, "Step 0"))
+    assert Message("assistant", ["<tool_call>x</tool_call>"]).to_chat_message().role == "assistant"
+    # a tool turn has no OpenAI role without a tool call: user text, as render_chatml writes it
+    tool = Message("tool", ["Succeed"]).to_chat_message()
+    assert tool == ChatMessage("user", ("<tool_response>\nSucceed\n</tool_response>",))

@@ -2,7 +2,7 @@
 import pytest
 from PIL import Image as PILImage
 
-from webrl.policy.heads import HeadsConfig, box_cells, box_token_indices, image_token_spans, merged_grid
+from webrl.policy.cascade.heads import HeadsConfig, box_cells, box_token_indices, image_token_spans, merged_grid
 from webrl.policy.images import smart_resize
 
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from webrl.actions import Action
-from webrl.policy.head_features import SoMElement, action_labels, element_line_spans, option_spans
-from webrl.policy.heads import DecisionHeads, HeadsConfig, default_heads_dir, load_heads, save_heads
-from webrl.policy.heads_train import heads_train_main
+from webrl.policy.cascade.features import SoMElement, action_labels, element_line_spans, option_spans
+from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig, default_heads_dir, load_heads, save_heads
+from webrl.policy.cascade.train import heads_train_main
 
 ELEMENTS = (SoMElement(4, (0, 0, 10, 10), (), "button", "Go"),
             SoMElement(7, (20, 0, 10, 10), ("S", "M", "L"), "combobox", "Size"))
@@ -77,7 +77,7 @@ def test_heads_beat_chance_on_held_out_synthetic_steps(tiny_qwen25vl_path, tmp_p
 
 def test_value_head_without_options_is_write():
     """An element with no listed options: the value pointer has only the WRITE slot (p = 1)."""
-    from webrl.policy.heads import HeadInputs
+    from webrl.policy.cascade.heads import HeadInputs
 
     heads = DecisionHeads(16, HeadsConfig(head_dim=8, query="last"))
     x = HeadInputs(torch.randn(2, 16), torch.randn(2, 3, 16), torch.ones(2, 3, dtype=torch.bool),
@@ -126,7 +126,7 @@ def test_heads_beat_chance_on_held_out_sandbox_steps(tiny_qwen25vl_path, sandbox
     steps): kind 0.69 vs chance 0.41, target 0.45 vs chance 0.08. 526 s at load average 15-35
     (recording 66 episodes is most of it); 157 s (122 s recording) at load average about 2.
     """
-    from webrl.policy.heads_train import logged_steps
+    from webrl.policy.cascade.train import logged_steps
 
     train_dir, test_dir = sandbox_demos
     metrics = heads_train_main(["--generator", tiny_qwen25vl_path, "--data", str(train_dir), "--val-data",
@@ -142,7 +142,7 @@ def test_heads_beat_chance_on_held_out_sandbox_steps(tiny_qwen25vl_path, sandbox
 
 def test_logged_steps_from_a_demos_folder(tmp_path):
     """Turns with elements and an action become steps (history = the earlier turns); others are skipped."""
-    from webrl.policy.heads_train import logged_steps, split_steps
+    from webrl.policy.cascade.train import logged_steps, split_steps
     from webrl.types import Trajectory, Turn, save_trajectories
 
     els = [{"id": 0, "bbox": [0, 0, 10, 10], "role": "button", "tag": "button", "name": "Go", "in_viewport": True},

@@ -7,11 +7,11 @@ from PIL import Image as PILImage
 from tests.policy.helpers import policy
 from webrl.actions import Action, ParseError
 from webrl.policy.generator import SamplingConfig
-from webrl.policy.loci import (LociConfig, LociPolicy, gather_evidence, map_action, parse_critic, parse_locator)
-from webrl.policy.loci_geometry import (box_to_pixels, clamp_box, composite_layout, crop_box_to_full, crop_to_full,
+from webrl.policy.loci.policy import (LociConfig, LociPolicy, gather_evidence, map_action, parse_critic, parse_locator)
+from webrl.policy.loci.geometry import (box_to_pixels, clamp_box, composite_layout, crop_box_to_full, crop_to_full,
                                         full_to_crop, render_composite, upscaled_size)
-from webrl.policy.loci_roles import ModelRole, loci_answer, loci_policy
-from webrl.policy.loci_synthetic import SyntheticVqaConfig, is_correct, make_vqa_item
+from webrl.policy.loci.roles import ModelRole, loci_answer, loci_policy
+from webrl.policy.loci.synthetic import SyntheticVqaConfig, is_correct, make_vqa_item
 from webrl.policy.types import Decision, Observation, PolicyRequest
 from webrl.types import Image
 
@@ -229,9 +229,9 @@ def test_end_to_end_tiny_model_roles_on_a_vqa_item(tiny_generator):
 
 def test_composes_with_the_cascade(tiny_qwen25vl_path):
     """LociPolicy(CascadePolicy(...)): element boxes stay valid on the composite (original at scale 1)."""
-    from webrl.policy.cascade import CascadeConfig, CascadeDecision, CascadePolicy
-    from webrl.policy.heads import DecisionHeads, HeadsConfig
-    from webrl.policy.synthetic_som import make_steps
+    from webrl.policy.cascade.policy import CascadeConfig, CascadeDecision, CascadePolicy
+    from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig
+    from webrl.policy.cascade.synthetic import make_steps
 
     gen = policy(tiny_qwen25vl_path, sampling=SamplingConfig(greedy=True, max_new_tokens=6), action_format="som",
                  think=False)
@@ -250,7 +250,7 @@ def test_composes_with_the_cascade(tiny_qwen25vl_path):
 def test_endpoint_roles_against_a_local_server():
     """All three roles over one OpenAI-compatible server on 127.0.0.1; replies chosen by the system prompt."""
     from tests.chat_stub import chat_reply, chat_server
-    from webrl.policy.loci_roles import make_roles
+    from webrl.policy.loci.roles import make_roles
 
     seen = []
 
@@ -269,6 +269,29 @@ def test_endpoint_roles_against_a_local_server():
         assert seen == [1, 1, 2]  # Locator: whole image; Critic: one crop; answerer: whole image + crop
 
 
+def test_model_role_prompt_is_the_prompt_builders_chatml():
+    """The local role's prompt text, written out by hand: system turn, then images before the user text."""
+    from webrl.policy.loci.roles import role_prompt
+
+    img = _image()
+    assert role_prompt("You are the Locator.", "Find the sign.", [img, img]) == (
+        "<|im_start|>system\nYou are the Locator.<|im_end|>\n"
+        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|><|vision_start|><|image_pad|><|vision_end|>"
+        "Find the sign.<|im_end|>\n<|im_start|>assistant\n")
+    assert role_prompt("S", "U", []) == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+                                         "<|im_start|>assistant\n")
+
+
+def test_endpoint_role_failures_raise_with_the_category():
+    from webrl.chat import ChatClientError
+    from webrl.policy.loci.roles import EndpointRole
+
+    role = EndpointRole("http://127.0.0.1:9/v1", timeout_s=2, max_retries=0)  # discard port: refused
+    with pytest.raises(ChatClientError) as e:
+        role("S", "U", [])
+    assert e.value.category == "connection_error" and role.client.stats == {"requests": 1, "retries": 0}
+
+
 @pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.timeout(600)
@@ -278,9 +301,9 @@ def test_sandbox_episode_through_webenv(tiny_qwen25vl_path, browser_session):
 
     from webrl.envs import WebEnv, WebEnvConfig
     from webrl.envs.sites.source import SandboxTaskSource
-    from webrl.policy.cascade import CascadeConfig, CascadePolicy
-    from webrl.policy.head_features import MarkedObservation
-    from webrl.policy.heads import DecisionHeads, HeadsConfig
+    from webrl.policy.cascade.policy import CascadeConfig, CascadePolicy
+    from webrl.policy.cascade.features import MarkedObservation
+    from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig
 
     gen = policy(tiny_qwen25vl_path, sampling=SamplingConfig(greedy=True, max_new_tokens=6), action_format="som",
                  think=False)

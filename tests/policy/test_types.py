@@ -5,6 +5,7 @@ import pytest
 from tests.policy.helpers import screenshot
 from webrl.actions import Action, ParseError
 from webrl.policy import Decision, Observation
+from webrl.types import Turn, TurnObservation
 
 
 def env_obs():
@@ -35,6 +36,15 @@ def test_decision_to_turn_and_back():
                     images=[o.screenshot]).to_turn(o, policy_version=7)
     assert turn.action == Action.click(0) and turn.parse_error is None and turn.policy_version == 7
     assert Observation.from_turn(turn, "Buy a mug") == o
+    # the record: the text fields and the screenshot's (width, height), nothing else set
+    assert turn.observation == TurnObservation(url="http://127.0.0.1:8000/", title="Home", step=3,
+                                               elements_text='[0] button "Go"', feedback="Succeed: clicked",
+                                               tabs="* [0] Home", screenshot_size=[30, 20])
+    # a record without a screenshot size rebuilds an observation without a screenshot
+    text_only = Observation.from_env(obs, info, screenshot="none")
+    assert text_only.to_record().screenshot_size is None
+    logged = Turn(images=[o.screenshot], observation=text_only.to_record())
+    assert Observation.from_turn(logged, "Buy a mug") == text_only
     bad = Decision(ParseError("no call", "x"), "x").to_turn(o)
     assert bad.action is None and bad.parse_error == "no call"
     assert o.feedback_text == "Succeed: clicked"

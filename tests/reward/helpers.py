@@ -5,7 +5,7 @@ import threading
 from typing import Callable, Optional, Sequence
 
 from webrl.actions import Action
-from webrl.serve.chat import ChatMessage, Completion, PreparedPrompt, SamplingParams
+from webrl.chat import ChatMessage, Completion, PreparedPrompt, SamplingParams
 from webrl.types import Image, Trajectory, Turn
 
 

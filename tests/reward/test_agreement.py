@@ -2,10 +2,12 @@
 import json
 import math
 
+import pytest
+
 from webrl.actions import Action
 from webrl.reward import (JudgeAgreementConfig, RewardConfig, RewardResult, ScriptedBackend, judge_agreement,
                           judge_agreement_main)
-from webrl.reward.agreement import AgreementReport
+from webrl.reward.agreement import AgreementReport, checker_truth
 from webrl.types import save_trajectories
 
 from .helpers import done_trajectory, trajectory
@@ -66,7 +68,7 @@ def test_judge_agreement_main_on_a_jsonl_file(tmp_path, capsys):
 
 def test_truth_from_the_rollout_reward_field_and_the_hint(tmp_path, capsys):
     trajs = [done_trajectory(task_id="a"), done_trajectory(task_id="b")]
-    trajs[0].reward, trajs[1].reward = 1.0, 0.0  # what a sandbox rollout stores: the checker's reward
+    trajs[0].reward, trajs[1].reward = 1.0, 0.0  # scored by the programmatic reward; info.task_reward unset
     path = tmp_path / "run.jsonl"
     save_trajectories(path, trajs)
     backend = ScriptedBackend(lambda m: "Verdict: SUCCESS")
@@ -97,3 +99,12 @@ def test_webrl_judge_agreement_cli_against_a_served_judge(tmp_path, capsys):
     assert main(["judge-agreement", "--keys"]) == 0
     keys = capsys.readouterr().out
     assert "reward.webjudge.score_threshold" in keys and "reward.openai.api_key_env" in keys
+
+
+def test_truth_keys_must_name_an_info_field():
+    assert checker_truth("task_reward")(done_trajectory(info={"task_reward": 0.5})) is True  # 0.5 >= 0.5
+    with pytest.raises(ValueError, match=r"truth key must name a Trajectory.info field, got 'checker_reward'"):
+        checker_truth("checker_reward")
+    with pytest.raises(ValueError, match=r"JudgeAgreementConfig.truth_key must name a Trajectory.info field, "
+                                         r"got 'taskreward'; allowed: \['site'"):
+        JudgeAgreementConfig(truth_key="taskreward")

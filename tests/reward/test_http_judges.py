@@ -13,7 +13,8 @@ from webrl.reward import (ActionHistoryJudge, DeepShopJudge, JudgeConfig, JudgeR
                           OpenAIChatBackend, RecipeReward, TransformersBackend, WebJudge, reward_metrics,
                           score_trajectories)
 from webrl.reward.verdict import parse_verdict
-from webrl.serve import ChatMessage, ServeConfig, ServerThread, create_app
+from webrl.chat import ChatMessage
+from webrl.serve import ServeConfig, ServerThread, create_app
 from webrl.types import Trajectory
 
 from .fixtures import STUB_LIMITS

@@ -5,6 +5,7 @@ import pytest
 
 from webrl.actions import Action
 from webrl.reward.om2w import ExportError, export_run, import_run, import_trajectory, SIDECAR
+from webrl.types import TrajectoryInfo
 
 from .helpers import done_trajectory, screenshot, trajectory
 
@@ -14,7 +15,7 @@ def full_trajectory(task_id="a1b2", **kw):
     traj.turns[1].images = [screenshot(0), screenshot(90, fmt="jpeg")]  # history image + a JPEG current one
     traj.turns[1].feedback = "Fail: element 5 is not editable"
     traj.reward, traj.reward_details = 1.0, {"rule": "judged", "judge": "webjudge"}
-    traj.info = {"reference_length": 7, "task_params": {"website": "https://shop.example"}}
+    traj.info = TrajectoryInfo(reference_length=7, task_params={"website": "https://shop.example"})
     return traj
 
 
@@ -63,7 +64,7 @@ def test_import_without_the_sidecar_keeps_what_v2_carries(tmp_path):
     assert [t.feedback for t in back.turns[:2]] == [t.feedback for t in original.turns[:2]]
     assert [t.images[-1] for t in back.turns] == [t.images[-1] for t in original.turns]
     assert [t.response_text for t in back.turns] == [t.response_text for t in original.turns]
-    assert back.info["reference_length"] == 7
+    assert back.info.reference_length == 7 and back.info.source == "online-mind2web-v2"
 
 
 def test_foreign_action_strings_are_kept(tmp_path):
@@ -77,7 +78,7 @@ def test_foreign_action_strings_are_kept(tmp_path):
                 "thought": "finished"}]}
     (task / "result.json").write_text(json.dumps(doc))
     [back] = import_run(tmp_path)
-    assert back.turns[0].action is None and back.turns[0].observation["om2w_action"] == "button 'Search' -> CLICK"
+    assert back.turns[0].action is None and back.turns[0].observation.om2w_action == "button 'Search' -> CLICK"
     assert back.turns[1].action == Action.answer("done") and back.turns[1].images[0].format == "png"
 
 

@@ -6,7 +6,7 @@ from webrl.reward import (FallbackReward, ProgrammaticReward, ProgrammaticReward
                           RecipeRewardConfig, RewardResult, ScriptedBackend, apply_reward, reward_metrics,
                           score_trajectories)
 from webrl.reward.base import action_history, max_consecutive_parse_failures
-from webrl.reward.history_judges import ActionHistoryJudge
+from webrl.reward.history_judges import ActionHistoryJudge, DeepShopJudgeConfig
 from webrl.reward.judge import JudgeReward
 
 from .helpers import done_trajectory, trajectory
@@ -88,6 +88,13 @@ def test_config_validation_names_the_field():
         RecipeRewardConfig(parse_failure_limit=0)
     with pytest.raises(ValueError, match="success_threshold"):
         ProgrammaticRewardConfig(success_threshold=2.0)
+    # keys naming a Trajectory.info field: a typo fails here, not as "no checker" on every trajectory
+    with pytest.raises(ValueError, match=r"ProgrammaticRewardConfig.info_key must name a Trajectory.info field, "
+                                         r"got 'reward'; allowed: \['site', .*'task_reward'"):
+        ProgrammaticRewardConfig(info_key="reward")
+    with pytest.raises(ValueError, match=r"DeepShopJudgeConfig.params_key must name a Trajectory.info field, "
+                                         r"got 'params'"):
+        DeepShopJudgeConfig(params_key="params")
 
 
 def test_programmatic_reward_and_fallback_to_judge():

@@ -31,11 +31,12 @@ def test_agreement_on_sandbox_trajectories(browser_session):
     env = WebEnv(config={"browser": {"viewport": "small"}}, session=browser_session)
     try:
         solved = run_oracle_episode(env, make_task("shop", 0, "train", 1)).trajectory
-        solved.info["task_reward"] = solved.reward
         failed = give_up_episode(env, make_task("shop", 0, "train", 2))
     finally:
         env.close()
-    assert (solved.info["task_reward"], failed.info["task_reward"]) == (1.0, 0.0)
+    # the checker's outcome is in info; no reward function has scored either yet
+    assert (solved.info.task_reward, failed.info.task_reward) == (1.0, 0.0)
+    assert (solved.reward, failed.reward) == (None, None)
 
     # A naive judge that believes any answer text: the oracle ends with stop() (no answer ->
     # "(none)" -> NOT SUCCESS) and the give-up answers "no idea" (-> SUCCESS): it disagrees twice.

@@ -51,10 +51,10 @@ def test_max_staleness_zero_behaves_like_sync():
             assert len(trajs) == 4 and stats.stale == 0 and stats.trajectories == 4
             assert len({t.group_id for t in trajs}) == 2
             assert all(turn.policy_version == version for t in trajs for turn in t.turns)
-            # CountEnv + scripted engine: click, click, stop -> reward 1, as sync collect gives
-            assert all(t.reward == 1.0 and len(t.turns) == 3 for t in trajs)
+            # CountEnv + scripted engine: click, click, stop -> checker 1, as sync collect gives
+            assert all(t.info.task_reward == 1.0 and len(t.turns) == 3 for t in trajs)
             if busy:  # nothing of this batch ran while the "learner" was training
-                assert min(t.info["started_at"] for t in trajs) >= busy[-1][1]
+                assert min(t.info.started_at for t in trajs) >= busy[-1][1]
             start = time.time()
             time.sleep(0.3)  # the learner's update
             worker.set_weights({}, version + 1)

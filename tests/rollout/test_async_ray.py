@@ -1,7 +1,6 @@
 """Async mode and placement groups over real Ray actors: the tiny Qwen2.5-VL generator in an
 InferenceActor (weights bumped by a fake learner with set_weights), and EnvWorkers with Chromium
 placed into a placement group handed in from outside."""
-import tempfile
 import time
 
 import pytest
@@ -10,22 +9,13 @@ ray = pytest.importorskip("ray")
 
 from webrl.policy import GeneratorConfig, SamplingConfig  # noqa: E402
 from webrl.policy.prompt import PromptConfig  # noqa: E402
-from webrl.ray_local import start_local_ray  # noqa: E402
 from webrl.rollout import AsyncCollector, InferenceConfig, RolloutConfig, RolloutCoordinator  # noqa: E402
 from webrl.rollout.engines import GeneratorEngineFactory  # noqa: E402
-from webrl.rollout.placement import rollout_bundles, start_env_workers, start_inference_workers  # noqa: E402
+from webrl.rollout.placement import start_env_workers, start_inference_workers  # noqa: E402
 
 from tests.rollout.test_coordinator_logic import CountEnv, _tasks  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def ray_cluster(run_dir):
-    temp = tempfile.mkdtemp(prefix="a", dir=run_dir)
-    start_local_ray(4, temp, {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"})
-    yield
-    ray.shutdown()
 
 
 def _factory(path):
@@ -63,7 +53,7 @@ def test_async_never_returns_a_turn_older_than_max_staleness(ray_cluster, tiny_q
             assert all(t.turns for t in trajs)
             stale += stats.stale
             if busy:  # trajectories that started while the learner was training
-                overlapped += sum(busy[-1][0] <= t.info["started_at"] < busy[-1][1] for t in trajs)
+                overlapped += sum(busy[-1][0] <= t.info.started_at < busy[-1][1] for t in trajs)
             # even steps: one update (the prefetched groups stay 1 version old: used);
             # odd steps: two updates (groups finished before the first are 2 old: stale)
             version = _learner_step(collector, inference, version, 1 + step % 2, busy)
@@ -76,25 +66,30 @@ def test_async_never_returns_a_turn_older_than_max_staleness(ray_cluster, tiny_q
 def test_actors_start_in_a_placement_group_handed_in(ray_cluster, tiny_qwen25vl_path):
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    # bundle 0 stands for the learner's; the rollout actors take bundles 1 (env) and 2 (inference)
-    bundles = [{"CPU": 0.5}, *rollout_bundles(1, 0.5, 1, 0.25)]
-    assert bundles[1:] == [{"CPU": 0.5}, {"CPU": 0.25}]
-    pg = placement_group(bundles, strategy="PACK")
+    from webrl.train_config import ResourcesConfig, bundle_layout
+
+    # the run's one layout: driver, learner rank, rollout inference, greedy evaluation inference, env worker
+    layout = bundle_layout(ResourcesConfig(cpus_per_learner_rank=0.25, cpus_per_inference_worker=0.25,
+                                           cpus_per_env_worker=0.5), driver_cpus=0.25)
+    assert layout.bundles == [{"CPU": 0.25}] * 4 + [{"CPU": 0.5}]
+    assert (layout.learner, layout.inference, layout.env) == (1, 2, 4)
+    pg = placement_group(layout.bundles, strategy="PACK")
     ray.get(pg.ready(), timeout=60)
     envs = start_env_workers({"num_slots": 1, "env": {"browser": {"viewport": "640x480"}}}, 1,
-                             cpus_per_worker=0.5, placement_group=pg, bundle_offset=1)
+                             cpus_per_worker=0.5, placement_group=pg, bundle_offset=layout.env)
     inference = start_inference_workers(_factory(tiny_qwen25vl_path), None, 1, cpus_per_worker=0.25,
-                                        placement_group=pg, bundle_offset=2)
+                                        placement_group=pg, bundle_offset=layout.inference)
     actors = envs + inference
     assert ray.get(envs[0].ping.remote()) and ray.get(inference[0].version.remote()) == 0
     pg_ids = ray.get([a.__ray_call__.remote(lambda self: ray.get_runtime_context().get_placement_group_id())
                       for a in actors])
     assert pg_ids == [pg.id.hex()] * 2
-    # Bundle-level resources: bundle 0 untouched, bundles 1 and 2 fully used by the two actors
+    # Bundle-level resources: the driver's, learner's and evaluation worker's bundles (0, 1, 3)
+    # untouched, the rollout inference (2) and env (4) bundles fully used by the two actors
     # (Ray leaves a resource with nothing available out of available_resources()).
     def placed(free):
-        return (free.get(f"CPU_group_0_{pg.id.hex()}") == 0.5 and free.get(f"CPU_group_1_{pg.id.hex()}", 0.0) == 0
-                and free.get(f"CPU_group_2_{pg.id.hex()}", 0.0) == 0)
+        untouched = all(free.get(f"CPU_group_{i}_{pg.id.hex()}") == 0.25 for i in (0, 1, 3))
+        return untouched and all(free.get(f"CPU_group_{i}_{pg.id.hex()}", 0.0) == 0 for i in (2, 4))
 
     deadline, free = time.monotonic() + 30, {}
     while time.monotonic() < deadline and not placed(free):
@@ -102,7 +97,7 @@ def test_actors_start_in_a_placement_group_handed_in(ray_cluster, tiny_qwen25vl_
         free = {k: v for k, v in ray.available_resources().items() if k.startswith("CPU_group_")}
     assert placed(free), free
     with pytest.raises(ValueError, match="bundle_offset"):
-        start_env_workers({}, 1, placement_group=pg, bundle_offset=3)
+        start_env_workers({}, 1, placement_group=pg, bundle_offset=5)
     ray.get(envs[0].close.remote())
     for a in actors:
         ray.kill(a)

@@ -82,7 +82,7 @@ def _coordinator(env, slots=3, **cfg):
     return RolloutCoordinator([(env, i) for i in range(slots)], [AsyncInference(worker)], config), worker
 
 
-def test_groups_come_back_complete_and_scored():
+def test_groups_come_back_complete_with_the_checker_outcome():
     env = CountEnv()
     coord, _ = _coordinator(env)
     trajs, stats = coord.collect(_tasks(3))
@@ -92,12 +92,16 @@ def test_groups_come_back_complete_and_scored():
         groups.setdefault(t.group_id, []).append(t)
     assert sorted(len(g) for g in groups.values()) == [4, 4, 4]
     for t in trajs:
-        # click, click, stop: 3 turns, reward 1, every turn stamped with the worker's version 3
+        # click, click, stop: 3 turns, checker 1, every turn stamped with the worker's version 3
         assert [turn.action.kind for turn in t.turns] == ["click", "click", "stop"]
-        assert t.reward == 1.0 and all(turn.policy_version == 3 for turn in t.turns)
-        assert t.turns[0].observation["action_bbox"] == [1, 2, 3, 4]
+        assert t.info.task_reward == 1.0 and all(turn.policy_version == 3 for turn in t.turns)
+        # no reward function has run: the score is the reward function's to write
+        assert t.reward is None and (t.info.terminated, t.info.truncated, t.info.needs_judge) == (True, False, False)
+        assert (t.info.level, t.info.split, t.info.attempts) == (0, "train", 1)
+        assert t.info.started_at <= t.info.finished_at
+        assert t.turns[0].observation.action_bbox == [1, 2, 3, 4] and t.turns[2].observation.action_bbox is None
         # the policy saw the Set-of-Mark boxes (cascade heads need them) and the log keeps them
-        assert list(t.turns[0].observation["elements"][0]["bbox"]) == [1.0, 2.0, 3.0, 4.0]
+        assert t.turns[0].observation.elements[0]["bbox"] == [1.0, 2.0, 3.0, 4.0]
     assert stats.env_steps == 36 and stats.successes == 12
 
 
@@ -120,7 +124,7 @@ def test_infra_errors_retry_then_succeed():
     trajs, stats = coord.collect(_tasks(1))
     assert stats.dropped == 0 and stats.retries == 2
     # 3 slots: the first three resets run at once and the first two crash -> two retried once
-    assert sorted(t.info["attempts"] for t in trajs) == [1, 1, 2, 2]
+    assert sorted(t.info.attempts for t in trajs) == [1, 1, 2, 2]
 
 
 def test_infra_errors_past_the_limit_drop_with_reason_not_zero():
@@ -129,7 +133,7 @@ def test_infra_errors_past_the_limit_drop_with_reason_not_zero():
     trajs, stats = coord.collect(_tasks(1))
     assert stats.dropped == 4 and stats.successes == 0
     for t in trajs:
-        assert t.status == "dropped" and t.reward is None
+        assert t.status == "dropped" and t.reward is None and t.info.attempts == 2
         assert "browser crashed" in t.drop_reason and "2 attempts" in t.drop_reason
 
 
@@ -137,9 +141,9 @@ def test_horizon_truncates_and_schedule_applies():
     env = CountEnv(target=10)  # the scripted engine stops after 2 clicks, so reward stays 0
     coord, _ = _coordinator(env, max_turns=2, horizon_schedule=[[5, 3]])
     trajs, _ = coord.collect(_tasks(1), iteration=0)
-    assert all(len(t.turns) == 2 and t.info["truncated"] for t in trajs)
+    assert all(len(t.turns) == 2 and t.info.truncated and t.info.task_reward == 0.0 for t in trajs)
     trajs, _ = coord.collect(_tasks(1), iteration=5)
-    assert all(len(t.turns) == 3 and t.reward == 0.0 for t in trajs)
+    assert all(len(t.turns) == 3 and t.info.task_reward == 0.0 for t in trajs)
 
 
 def test_step_timeout_is_an_infrastructure_error():

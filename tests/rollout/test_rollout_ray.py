@@ -19,14 +19,6 @@ from webrl.rollout.engines import GeneratorEngineFactory  # noqa: E402
 pytestmark = [pytest.mark.ray, pytest.mark.browser, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster(run_dir):
-    temp = tempfile.mkdtemp(prefix="r", dir=run_dir)
-    start_local_ray(4, temp, {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"})
-    yield
-    ray.shutdown()
-
-
 def _env_config():
     return EnvWorkerConfig(num_slots=2, env={"browser": {"viewport": "640x480"}})
 
@@ -93,7 +85,7 @@ def test_killed_env_worker_is_retried_and_nothing_is_lost(ray_cluster, tiny_qwen
                                on_trajectory=kill_victim_once)
     trajs, stats = coord.collect(_tasks(2))
     assert killed and len(trajs) == 8 and stats.dropped == 0, [t.drop_reason for t in trajs]
-    assert stats.retries >= 1 and max(t.info["attempts"] for t in trajs) >= 2
+    assert stats.retries >= 1 and max(t.info.attempts for t in trajs) >= 2
     assert sorted(len(g) for g in _groups(trajs).values()) == [4, 4]
     for w in workers:
         ray.kill(w)

@@ -61,3 +61,14 @@ def test_viewer_renders_in_chromium_with_working_filters(tmp_path, browser_sessi
         assert page.locator(".traj:not(.hidden) h2").inner_text().startswith("dropped")
     finally:
         context.close()
+
+
+def test_outcome_of_a_log_written_before_scoring_is_the_checker_outcome(tmp_path):
+    """The rollout log is written before any reward function runs: reward None, checker in info."""
+    log = TrajectoryLog(tmp_path)
+    log(Trajectory("shop/4", "g", goal="buy a bowl", info={"task_reward": 1.0}, turns=[_turn(0, Action.stop())]))
+    log(Trajectory("live/1", "g", goal="book a table", info={"needs_judge": True}, turns=[_turn(1, Action.stop())]))
+    page = view_run(tmp_path).read_text()
+    assert '<section class="traj success">' in page and '<section class="traj unscored">' in page
+    assert "success (1)" in page and "failure (0)" in page and "unscored (1)" in page
+    assert "shop/4 · reward None · checker 1.0" in page

@@ -6,8 +6,9 @@ import io
 import httpx
 import pytest
 
+from webrl.chat import ChatMessage, SamplingParams
+from webrl.chat.local import cut_at_stop
 from webrl.serve import ServeConfig, ServerThread, create_app
-from webrl.serve.chat import ChatMessage, SamplingParams, _cut_at_stop
 
 from tests.reward.fixtures import SMALL_LIMITS
 from tests.reward.helpers import StubEngine, screenshot
@@ -182,12 +183,12 @@ def test_config_validation_names_the_field():
 
 
 def test_stop_strings_cut_the_reply():
-    assert _cut_at_stop("abc STOP def END", ["END", "STOP"]) == ("abc ", True)
-    assert _cut_at_stop("abc", ["x"]) == ("abc", False)
+    assert cut_at_stop("abc STOP def END", ["END", "STOP"]) == ("abc ", True)
+    assert cut_at_stop("abc", ["x"]) == ("abc", False)
 
 
 def test_engine_serves_a_qwen3_vl_checkpoint_too(tiny_qwen3vl_path):
-    from webrl.serve import LocalChatEngine
+    from webrl.chat import LocalChatEngine
 
     engine = LocalChatEngine.from_pretrained(tiny_qwen3vl_path)
     messages = [ChatMessage("system", ("You judge.",)), ChatMessage("user", ("Page:", screenshot(3, size=(96, 64))))]
@@ -200,7 +201,7 @@ def test_engine_serves_a_qwen3_vl_checkpoint_too(tiny_qwen3vl_path):
 
 @pytest.mark.gpu
 def test_engine_on_cuda_in_bfloat16(tiny_qwen25vl_path):
-    from webrl.serve import LocalChatEngine
+    from webrl.chat import LocalChatEngine
 
     engine = LocalChatEngine.from_pretrained(tiny_qwen25vl_path, dtype="bfloat16", device="cuda")
     with ServerThread(create_app(engine, ServeConfig(**SMALL_LIMITS))) as server:

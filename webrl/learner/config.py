@@ -5,9 +5,14 @@
       ├─ batching: BatchingConfig    token-budget micro-batches, PPO epochs / mini-batches
       ├─ checkpoint: CheckpointConfig  keep-last-N, verification on load
       └─ grpo / ppo / sft            the objective configs of `webrl.algos` (one is active)
+
+    LearnerRun                       what the run derives for its learner (model path, seed,
+                                     rollout temperature, the prompt's pixel bounds): passed
+                                     next to the config, never a config section a user sets
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 from webrl.algos import GRPOConfig, PPOConfig, SFTConfig
@@ -109,10 +114,9 @@ class CheckpointConfig:
 
 @dataclass
 class LearnerConfig:
-    """The DeepSpeed learner: model, engine, objective and its pieces."""
+    """The DeepSpeed learner: engine, objective and its pieces. The policy it trains and the
+    values that must match the rollout come separately, in a `LearnerRun`."""
 
-    model_path: str = ""
-    """Checkpoint folder of the policy (Hugging Face format); required."""
     objective: str = "grpo"
     """Objective dispatched from `webrl.algos.OBJECTIVES`: "grpo", "ppo" or "sft"."""
     zero_stage: int = 1
@@ -128,15 +132,6 @@ class LearnerConfig:
     or "snapshot" (frozen model loaded from reference_path)."""
     reference_path: str = ""
     """Folder of the stored reference snapshot (reference="snapshot")."""
-    temperature: float = 1.0
-    """Sampling temperature of the rollout; log-probs are taken at the same temperature."""
-    image_min_pixels: int = 56 * 56
-    """smart_resize lower bound on screenshot area; must equal the rollout policy's
-    `PromptConfig.min_pixels` so pixel grids match the prompt's image tokens."""
-    image_max_pixels: int = 28 * 28 * 1280
-    """smart_resize upper bound on screenshot area; must equal `PromptConfig.max_pixels`."""
-    seed: int = 0
-    """Seed of torch / numpy / random on every rank (rank added)."""
     num_threads: int = 0
     """torch intra-op threads per rank on CPU; 0 = the CPUs of the rank's bundle."""
     backend: str = "auto"
@@ -163,11 +158,7 @@ class LearnerConfig:
         _one_of("LearnerConfig.dtype", self.dtype, DTYPES)
         _one_of("LearnerConfig.reference", self.reference, REFERENCE_MODES)
         _one_of("LearnerConfig.backend", self.backend, ("auto", "gloo", "nccl"))
-        _positive("LearnerConfig.temperature", self.temperature)
         _positive("LearnerConfig.num_threads", self.num_threads, allow_zero=True)
-        if not 0 < self.image_min_pixels <= self.image_max_pixels:
-            raise ValueError(f"LearnerConfig.image_min_pixels / image_max_pixels need 0 < min <= max, got "
-                             f"{self.image_min_pixels}, {self.image_max_pixels}")
         if self.reference == "snapshot" and not self.reference_path:
             raise ValueError("LearnerConfig.reference_path must name a folder when reference='snapshot'")
         loss = getattr(self.objective_config, "loss", None)
@@ -186,3 +177,42 @@ class LearnerConfig:
         if self.dtype != "auto":
             return self.dtype
         return "bfloat16" if device_type == "cuda" else "float32"
+
+
+@dataclass(frozen=True)
+class LearnerRun:
+    """The values a run derives for its learner, given to `LearnerGroup` / `LearnerWorker` next
+    to the `LearnerConfig` (they follow from the model and the rollout, so no config repeats them).
+    """
+
+    model_path: str
+    """Checkpoint folder of the policy (Hugging Face format); also the "copy" reference."""
+    seed: int
+    """Seed of torch / numpy / random on every rank (rank r seeds with seed + r)."""
+    temperature: float
+    """Sampling temperature of the rollout; the learner takes log-probs at the same one."""
+    image_min_pixels: int
+    """smart_resize lower bound on screenshot area; must equal the rollout prompt's
+    `PromptConfig.min_pixels` so pixel grids match the prompt's image tokens."""
+    image_max_pixels: int
+    """smart_resize upper bound on screenshot area; must equal `PromptConfig.max_pixels`."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model_path, str) or not self.model_path:
+            raise ValueError(f"LearnerRun.model_path must name the policy's checkpoint folder, "
+                             f"got {self.model_path!r}")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"LearnerRun.seed must be an integer, got {self.seed!r}")
+        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
+                and self.temperature > 0):
+            raise ValueError(f"LearnerRun.temperature (the rollout's sampling temperature) must be a finite "
+                             f"number > 0, got {self.temperature!r}")
+        low, high = self.image_min_pixels, self.image_max_pixels
+        if not (isinstance(low, int) and isinstance(high, int) and 0 < low <= high):
+            raise ValueError(f"LearnerRun.image_min_pixels / image_max_pixels need integers with 0 < min <= max "
+                             f"(the rollout prompt's smart_resize bounds), got {low!r}, {high!r}")
+
+    @property
+    def pixel_bounds(self) -> tuple[int, int]:
+        """(image_min_pixels, image_max_pixels), the form `collate` takes."""
+        return self.image_min_pixels, self.image_max_pixels

@@ -1,7 +1,7 @@
 """torch.distributed set-up, the DeepSpeed config and the client optimizer / LR schedule.
 
 DeepSpeed gets a client `torch.optim.AdamW` (and a `LambdaLR`), never an optimizer named in its
-config: named optimizers compile C++ ops on first use (35-70 s on CPU, see MACHINE.md).
+config: named optimizers compile C++ ops on first use (35-70 s on a 2-core CPU, measured).
 
 Inside a Ray actor nobody launched us with `deepspeed` or `torchrun`, so `set_distributed_env`
 writes RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT itself. LOCAL_RANK is 0

@@ -1,6 +1,7 @@
 """`LearnerGroup`: N `LearnerWorker` ranks behind a few coarse methods.
 
-    group = LearnerGroup(config, num_ranks=2)                # Ray actors in a placement group
+    run = LearnerRun(model_path, seed, temperature, min_pixels, max_pixels)  # what the run derives
+    group = LearnerGroup(config, run, num_ranks=2)           # Ray actors in a placement group
     metrics = group.update(samples)                          # one policy version
     ref = group.get_weights_ref()                            # object-store weight sync
     group.save(f"{root}/step-{k:08d}", client_state={...}); group.load(path)
@@ -23,7 +24,7 @@ from typing import Any, Optional, Sequence
 
 from webrl.algos import full_batch_scale
 from webrl.learner.batching import mini_batch_indices, plan_update
-from webrl.learner.config import LearnerConfig
+from webrl.learner.config import LearnerConfig, LearnerRun
 from webrl.learner.metrics import merge_metrics
 from webrl.learner.samples import LearnerSample, scale_batch
 from webrl.learner.weights import WeightUpdate
@@ -46,8 +47,8 @@ def node_address() -> tuple[str, int]:
 class LocalRanks:
     """One rank in the calling process."""
 
-    def __init__(self, config: LearnerConfig, num_cpus: int = 1):
-        self.workers = [LearnerWorker(config, 0, 1, "127.0.0.1", free_port(), num_cpus)]
+    def __init__(self, config: LearnerConfig, run: LearnerRun, num_cpus: int = 1):
+        self.workers = [LearnerWorker(config, run, 0, 1, "127.0.0.1", free_port(), num_cpus)]
 
     def call(self, method: str, args_per_rank: Sequence[tuple]) -> list:
         return [getattr(w, method)(*args) for w, args in zip(self.workers, args_per_rank)]
@@ -62,12 +63,13 @@ class _RankFailure:
         self.message = message
 
 
-def _serve_rank(conn, config: LearnerConfig, rank: int, world_size: int, port: int, num_cpus: int) -> None:
+def _serve_rank(conn, config: LearnerConfig, run: LearnerRun, rank: int, world_size: int, port: int,
+                num_cpus: int) -> None:
     """Body of a `ProcessRanks` child: build the rank, then run (method, args) messages."""
     import traceback
 
     try:
-        worker = LearnerWorker(config, rank, world_size, "127.0.0.1", port, num_cpus)
+        worker = LearnerWorker(config, run, rank, world_size, "127.0.0.1", port, num_cpus)
     except Exception:
         worker, failure = None, _RankFailure(traceback.format_exc())
     while True:
@@ -90,7 +92,7 @@ class ProcessRanks:
     """`num_ranks` ranks as spawned child processes of this one (no Ray): quick local multi-rank
     runs and the step benchmark, where Ray's start-up would only add noise."""
 
-    def __init__(self, config: LearnerConfig, num_ranks: int, num_cpus: int = 1):
+    def __init__(self, config: LearnerConfig, run: LearnerRun, num_ranks: int, num_cpus: int = 1):
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")
@@ -98,7 +100,8 @@ class ProcessRanks:
         self.conns, self.procs = [], []
         for rank in range(num_ranks):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_serve_rank, args=(child, config, rank, num_ranks, port, num_cpus), daemon=True)
+            proc = ctx.Process(target=_serve_rank, args=(child, config, run, rank, num_ranks, port, num_cpus),
+                               daemon=True)
             proc.start()
             self.conns.append(parent)
             self.procs.append(proc)
@@ -129,7 +132,7 @@ class ProcessRanks:
 class RayRanks:
     """`num_ranks` LearnerWorker actors, rank r in bundle `bundle_offset + r` of a placement group."""
 
-    def __init__(self, config: LearnerConfig, num_ranks: int, resources_per_rank: dict[str, float],
+    def __init__(self, config: LearnerConfig, run: LearnerRun, num_ranks: int, resources_per_rank: dict[str, float],
                  placement_group=None, bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None):
         import ray
         from ray.util.placement_group import placement_group as make_pg, remove_placement_group
@@ -154,7 +157,7 @@ class RayRanks:
         actor_cls = ray.remote(LearnerWorker)
         self.workers = [
             actor_cls.options(num_cpus=cpus, num_gpus=gpus, scheduling_strategy=where(r), runtime_env=runtime_env)
-            .remote(config, r, num_ranks, addr, port, int(max(1, cpus)))
+            .remote(config, run, r, num_ranks, addr, port, int(max(1, cpus)))
             for r in range(num_ranks)]
         ray.get([w.pid.remote() for w in self.workers])  # surface construction errors here
 
@@ -174,20 +177,26 @@ class RayRanks:
 
 
 class LearnerGroup:
-    """The learner as one object: update, log-probs, weights, checkpoints."""
+    """The learner as one object: update, log-probs, weights, checkpoints.
 
-    def __init__(self, config: LearnerConfig, num_ranks: int = 1, *, use_ray: bool = True,
+    config: the learner section (engine, objective, batching); run: the values the run derives
+    (model path, seed, rollout temperature, prompt pixel bounds), see `LearnerRun`."""
+
+    def __init__(self, config: LearnerConfig, run: LearnerRun, num_ranks: int = 1, *, use_ray: bool = True,
                  resources_per_rank: Optional[dict[str, float]] = None, placement_group=None,
                  bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None):
+        if not isinstance(run, LearnerRun):
+            raise TypeError(f"LearnerGroup needs a LearnerRun as its second argument, got {type(run).__name__}")
         if num_ranks < 1:
             raise ValueError(f"num_ranks must be >= 1, got {num_ranks}")
-        self.config, self.num_ranks = config, num_ranks
+        self.config, self.run, self.num_ranks = config, run, num_ranks
         resources = resources_per_rank or {"CPU": 1}
         cpus = int(resources.get("CPU", 1))
         if use_ray:
-            self.ranks = RayRanks(config, num_ranks, resources, placement_group, bundle_offset, env_vars)
+            self.ranks = RayRanks(config, run, num_ranks, resources, placement_group, bundle_offset, env_vars)
         else:
-            self.ranks = LocalRanks(config, cpus) if num_ranks == 1 else ProcessRanks(config, num_ranks, cpus)
+            self.ranks = (LocalRanks(config, run, cpus) if num_ranks == 1
+                          else ProcessRanks(config, run, num_ranks, cpus))
         self.policy_version = 0
 
     # -- helpers --------------------------------------------------------------------------------
@@ -280,16 +289,6 @@ class LearnerGroup:
         import ray
 
         return ray.put(self.get_weights())
-
-    def init_weight_broadcast(self, host: str, port: int, world_size: int, backend: str = "nccl"):
-        """Start joining the broadcast group (see `webrl.learner.weights.WeightBroadcast`); returns
-        Ray refs to wait on once the inference workers have joined too (Ray ranks only)."""
-        return [w.init_weight_broadcast.remote(host, port, world_size, backend) for w in self.ranks.workers]
-
-    def broadcast_weights(self) -> int:
-        """GPU weight sync: rank 0 broadcasts every trainable tensor; the inference workers must
-        call `WeightBroadcast.receive` at the same time. Returns the policy version sent."""
-        return self._all("broadcast_weights")[0]
 
     def full_state_dict(self) -> dict:
         return self._all("full_state_dict")[0]

@@ -12,7 +12,7 @@ pixel_values / image_grid_thw only here, on the rank that trains on them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -110,7 +110,7 @@ def check_image_tokens(input_ids: Tensor, image_grid_thw: Tensor, image_token_id
     if placeholders != from_grid:
         raise ValueError(
             f"the prompts hold {placeholders} image tokens but the encoded images give {from_grid}: "
-            f"LearnerConfig.image_min_pixels / image_max_pixels must equal the rollout policy's "
+            f"LearnerRun.image_min_pixels / image_max_pixels must equal the rollout policy's "
             f"PromptConfig.min_pixels / max_pixels, and every sample must carry its prompt's images")
 
 

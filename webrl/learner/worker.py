@@ -31,7 +31,7 @@ import torch
 from webrl.algos import OBJECTIVES, LearnerOutputs, LossScale
 from webrl.learner import checkpoint as ckpt
 from webrl.learner.batching import RankPlan
-from webrl.learner.config import LearnerConfig
+from webrl.learner.config import LearnerConfig, LearnerRun
 from webrl.learner.engine import (build_optimizer, deepspeed_config, init_distributed, resolve_device,
                                   set_distributed_env)
 from webrl.learner.metrics import merge_metrics
@@ -67,23 +67,26 @@ class ForwardResult:
 
 
 class LearnerWorker:
-    """One rank: policy (+ value head), optional frozen reference, DeepSpeed engine."""
+    """One rank: policy (+ value head), optional frozen reference, DeepSpeed engine.
 
-    def __init__(self, config: LearnerConfig, rank: int = 0, world_size: int = 1,
+    config: how to train; run: what to train (model path, seed, the rollout's temperature and
+    pixel bounds)."""
+
+    def __init__(self, config: LearnerConfig, run: LearnerRun, rank: int = 0, world_size: int = 1,
                  master_addr: str = "127.0.0.1", master_port: int = 29500, num_cpus: int = 1):
         import deepspeed
 
         from webrl.models import load_model
 
-        self.config, self.rank, self.world_size = config, rank, world_size
+        self.config, self.run, self.rank, self.world_size = config, run, rank, world_size
         set_distributed_env(rank, world_size, master_addr, master_port)
         self.device = resolve_device()
         if self.device.type == "cpu":
             torch.set_num_threads(config.num_threads or max(1, num_cpus))
         self.backend = init_distributed(config.backend, self.device)
-        ckpt.set_rng_state(_seeded_rng_state(config.seed + rank))
+        ckpt.set_rng_state(_seeded_rng_state(run.seed + rank))
         self.dtype = config.resolved_dtype(self.device.type)
-        model, self.processor = load_model(config.model_path, dtype="float32")
+        model, self.processor = load_model(run.model_path, dtype="float32")
         self.pad_id = _pad_id(self.processor, model)
         module = PolicyModule(model, value_head=config.value_head, always_run_vision=config.zero_stage == 3)
         if config.freeze_vision_tower:
@@ -109,15 +112,14 @@ class LearnerWorker:
             return None
         from webrl.models import load_model
 
-        path = self.config.model_path if self.config.reference == "copy" else self.config.reference_path
+        path = self.run.model_path if self.config.reference == "copy" else self.config.reference_path
         model, _ = load_model(path, dtype=self.dtype, device=str(self.device))
         reference = PolicyModule(model).eval()
         reference.requires_grad_(False)
         return reference
 
     def _tensors(self, samples: Sequence[LearnerSample]):
-        batch, extras = collate(samples, self.pad_id, self.processor,
-                                (self.config.image_min_pixels, self.config.image_max_pixels))
+        batch, extras = collate(samples, self.pad_id, self.processor, self.run.pixel_bounds)
         if batch.image_grid_thw is not None:
             check_image_tokens(batch.input_ids, batch.image_grid_thw, self.module.model.config.image_token_id,
                                self.module.model.config.vision_config.spatial_merge_size)
@@ -136,7 +138,7 @@ class LearnerWorker:
 
     def _forward(self, module, batch):
         return module(batch.input_ids, batch.attention_mask, batch.loss_mask, batch.pixel_values,
-                      batch.image_grid_thw, self.config.temperature)
+                      batch.image_grid_thw, self.run.temperature)
 
     # -- training -------------------------------------------------------------------------------
     def train_step(self, samples: Sequence[LearnerSample], plan: RankPlan, scale: StepScale,
@@ -226,26 +228,6 @@ class LearnerWorker:
                 update.names.append(name)
                 update.tensors.append(tensor.detach().cpu().clone())
         return update if self.rank == 0 else None
-
-    def init_weight_broadcast(self, host: str, port: int, world_size: int, backend: str = "nccl") -> None:
-        """Rank 0 joins the learner -> inference broadcast group as its rank 0 (blocks until the
-        inference workers join with ranks 1..world_size-1); other ranks do nothing."""
-        from webrl.learner.weights import WeightBroadcast
-
-        if self.rank == 0:
-            self._broadcast = WeightBroadcast(host, port, 0, world_size, backend)
-
-    def broadcast_weights(self) -> int:
-        """Send the trainable weights to the broadcast group (collective under ZeRO-3: every
-        learner rank takes part in the gathers; only rank 0 sends). Returns the version."""
-        params = trainable_named_parameters(self.module)
-        stream = gathered(params, self.config.zero_stage == 3)
-        if self.rank == 0:
-            self._broadcast.send(self.policy_version, stream, len(params))
-        else:
-            for _ in stream:
-                pass
-        return self.policy_version
 
     def value_head_state(self) -> Optional[dict[str, torch.Tensor]]:
         head = self.module.value_head

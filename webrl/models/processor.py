@@ -1,8 +1,8 @@
 """Image-only Qwen-VL processors, registered with `AutoProcessor`.
 
 transformers' stock `Qwen2_5_VLProcessor` / `Qwen3VLProcessor` also build a video processor,
-which needs torchvision; torchvision cannot be installed beside the CPU torch build here
-(MACHINE.md). Web agents never feed video, so these subclasses drop the video processor and keep
+which needs torchvision; PyPI's torchvision is a CUDA build that fails to import beside the CPU
+torch build (`operator torchvision::nms does not exist`). Web agents never feed video, so these subclasses drop the video processor and keep
 everything else (image placeholder expansion, `image_grid_thw`, `mm_token_type_ids`).
 
 `AutoProcessor.from_pretrained` finds them only after `register_processors()` ran in the current

@@ -8,7 +8,7 @@ demonstrations (`webrl/configs/tiny_webagent_pointer_sft.yaml`: elements chosen 
 pointer; `tiny_webagent_sft.yaml`: element ids generated as digits); each MODEL_CARD.md gives
 the command, the seed, the data and its held-out success. Each shipped
 folder also holds `webrl_prompt.json`, the prompt settings it was trained with: a policy reads
-its prompts well only in that format (`check_prompt_matches`).
+its prompts well only in that format (`webrl.policy.trained_prompt.check_prompt_matches`).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 PREFIX = "webrl:"
+PROMPT_FILE = "webrl_prompt.json"
 
 
 def shipped_names() -> list[str]:
@@ -36,23 +37,14 @@ def resolve_shipped(path: str) -> str:
     return str(folder)
 
 
-def trained_prompt(path: str) -> dict:
-    """The prompt settings a checkpoint was trained with (`webrl_prompt.json`), or {}; keys that
-    are not `PromptConfig` fields (written by another webrl version) are left out."""
-    from dataclasses import fields
-
-    from webrl.policy.prompt import PromptConfig
-
-    file = Path(resolve_shipped(path)) / "webrl_prompt.json"
-    known = {field.name for field in fields(PromptConfig)}
-    return {k: v for k, v in json.loads(file.read_text()).items() if k in known} if file.exists() else {}
+def read_trained_prompt(path: str) -> dict:
+    """The prompt settings a checkpoint was trained with, as written (`webrl_prompt.json`), or {}.
+    Plain data: `webrl.policy.trained_prompt` interprets them against the prompt config."""
+    file = Path(resolve_shipped(path)) / PROMPT_FILE
+    return json.loads(file.read_text()) if file.exists() else {}
 
 
-def check_prompt_matches(path: str, prompt) -> None:
-    """Raise ValueError naming each `generator.prompt` key that differs from the settings the
-    checkpoint at `path` was trained with (no file: nothing to check)."""
-    wanted = trained_prompt(path)
-    wrong = {k: (getattr(prompt, k), v) for k, v in wanted.items() if getattr(prompt, k, v) != v}
-    if wrong:
-        detail = ", ".join(f"generator.prompt.{k}={got!r} (trained with {v!r})" for k, (got, v) in sorted(wrong.items()))
-        raise ValueError(f"{path} was trained with other prompt settings: {detail}")
+def write_trained_prompt(checkpoint: str | Path, settings: dict) -> None:
+    """`<checkpoint>/hf/webrl_prompt.json`: the prompt settings these weights were trained with.
+    Not in the checkpoint manifest: the weights are verified, this record is not."""
+    (Path(checkpoint) / "hf" / PROMPT_FILE).write_text(json.dumps(settings, indent=1))

@@ -6,7 +6,7 @@ on a web-agent corpus (`webrl.models.tokenizer`), an image-only processor
 three with `save_pretrained` so `load_model(path)` (or plain transformers after
 `register_processors()`) reads them back in any process.
 
-Config choices (MACHINE.md): the text part's `mrope_section` must sum to head_dim / 2; head_dim
+Config choices (checked against transformers 5.x): the text part's `mrope_section` must sum to head_dim / 2; head_dim
 is hidden / heads = 128 / 4 = 32, so the sections are Qwen's 2:3:3 split [4, 6, 6] for
 Qwen2.5-VL and Qwen3-VL's 24:20:20 split scaled to [6, 5, 5] (interleaved). Qwen2.5-VL patches
 are 14 px (factor 28) with window attention (window 112 px, last block full attention);
@@ -23,6 +23,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
+
+from webrl.chat.tokens import (END_OF_TEXT, END_OF_TURN_TOKENS, IM_END, IMAGE_PAD, VIDEO_PAD, VISION_END,
+                               VISION_START, VISION_TOKENS)
 
 FAMILIES = ("qwen2.5-vl", "qwen3-vl")
 
@@ -94,20 +97,17 @@ def model_config(cfg: TinyModelConfig, tokenizer):
     """The transformers config of the tiny model, with special-token ids from `tokenizer`."""
     from transformers import Qwen2_5_VLConfig, Qwen3VLConfig
 
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in
-           ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>",
-            "<|im_end|>", "<|endoftext|>")}
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in (*VISION_TOKENS, *END_OF_TURN_TOKENS)}
     head_dim = cfg.hidden // cfg.heads
     text = dict(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden, intermediate_size=cfg.intermediate,
                 num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
                 num_key_value_heads=cfg.heads, max_position_embeddings=32768,
-                bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
-                pad_token_id=ids["<|endoftext|>"])
+                bos_token_id=ids[END_OF_TEXT], eos_token_id=ids[IM_END], pad_token_id=ids[END_OF_TEXT])
     vision = dict(depth=cfg.vision_depth, hidden_size=cfg.vision_hidden, num_heads=cfg.vision_heads,
                   intermediate_size=2 * cfg.vision_hidden, out_hidden_size=cfg.hidden,
                   patch_size=cfg.patch_size, spatial_merge_size=2, temporal_patch_size=2)
-    tokens = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-                  vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
+    tokens = dict(image_token_id=ids[IMAGE_PAD], video_token_id=ids[VIDEO_PAD],
+                  vision_start_token_id=ids[VISION_START], vision_end_token_id=ids[VISION_END])
     section = _mrope_section(head_dim, cfg.family)
     if cfg.family == "qwen2.5-vl":
         text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": section}
@@ -160,7 +160,7 @@ def tiny_model(family: str = "qwen2.5-vl", corpus: Optional[Iterable[str]] = Non
 
         setattr(config, CONFIG_KEY, pointer_spec(tokenizer, cfg.element_tokens))
     model = _random_model(config, seed)
-    stop_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    stop_ids = [tokenizer.convert_tokens_to_ids(t) for t in END_OF_TURN_TOKENS]
     model.generation_config = GenerationConfig(
         eos_token_id=stop_ids, pad_token_id=tokenizer.pad_token_id, do_sample=False)
     out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix=f"tiny-{family}-"))

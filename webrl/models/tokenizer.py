@@ -6,7 +6,7 @@ trained in a second on `webrl.models.corpus.default_corpus` (or a user corpus) w
 
 - byte-level BPE, so every string encodes;
 - a pre-tokenizer that isolates every digit (`\\p{N}`), as Qwen's does: otherwise `[17]` and
-  `click(17)` would share no token (LEARNING.md);
+  `click(17)` would share no token (docs/LEARNING.md);
 - the special tokens `<|endoftext|>` (pad), `<|im_start|>`, `<|im_end|>` (eos),
   `<|vision_start|>`, `<|vision_end|>`, `<|image_pad|>`, `<|video_pad|>`, and the added
   non-special tokens `<tool_call>`, `</tool_call>`, `<think>`, `</think>` (kept by
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>",
-                  "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
-ADDED_TOKENS = ("<tool_call>", "</tool_call>", "<think>", "</think>")
+from webrl.chat.tokens import (ADDED_TOKENS, END_OF_TEXT, IM_END, IM_START, IMAGE_PAD, SPECIAL_TOKENS, VIDEO_PAD,
+                               VISION_END, VISION_PLACEHOLDER, VISION_START)
+
 DEFAULT_SYSTEM = "You are a helpful assistant."
 
 # Pre-tokenizer split: contractions, letter runs with one leading non-letter, single digits,
@@ -36,22 +36,22 @@ _SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if loop.first and message['role'] != 'system' -%}"
-    "{{- '<|im_start|>system\\n" + DEFAULT_SYSTEM + "<|im_end|>\\n' -}}"
+    "{{- '" + IM_START + "system\\n" + DEFAULT_SYSTEM + IM_END + "\\n' -}}"
     "{%- endif -%}"
-    "{%- if message['role'] == 'tool' -%}{{- '<|im_start|>user\\n<tool_response>\\n' -}}"
-    "{%- else -%}{{- '<|im_start|>' + message['role'] + '\\n' -}}{%- endif -%}"
+    "{%- if message['role'] == 'tool' -%}{{- '" + IM_START + "user\\n<tool_response>\\n' -}}"
+    "{%- else -%}{{- '" + IM_START + "' + message['role'] + '\\n' -}}{%- endif -%}"
     "{%- if message['content'] is string -%}{{- message['content'] -}}"
     "{%- else -%}{%- for item in message['content'] -%}"
     "{%- if item['type'] == 'image' or 'image' in item or 'image_url' in item -%}"
-    "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
+    "{{- '" + VISION_PLACEHOLDER + "' -}}"
     "{%- elif item['type'] == 'video' or 'video' in item -%}"
-    "{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}"
+    "{{- '" + VISION_START + VIDEO_PAD + VISION_END + "' -}}"
     "{%- elif 'text' in item -%}{{- item['text'] -}}{%- endif -%}"
     "{%- endfor -%}{%- endif -%}"
     "{%- if message['role'] == 'tool' -%}{{- '\\n</tool_response>' -}}{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
+    "{{- '" + IM_END + "\\n' -}}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+    "{%- if add_generation_prompt -%}{{- '" + IM_START + "assistant\\n' -}}{%- endif -%}"
 )
 
 
@@ -84,16 +84,15 @@ def train_tokenizer(lines: Iterable[str], vocab_size: int = 1024, min_frequency:
 
         tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in element_token_names(element_tokens)])
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        tokenizer_object=tok, eos_token=IM_END, pad_token=END_OF_TEXT,
         padding_side="left", clean_up_tokenization_spaces=False, model_max_length=32768,
-        extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
-                              "vision_start_token": "<|vision_start|>",
-                              "vision_end_token": "<|vision_end|>"})
+        extra_special_tokens={"image_token": IMAGE_PAD, "video_token": VIDEO_PAD,
+                              "vision_start_token": VISION_START, "vision_end_token": VISION_END})
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
 
 def check_digits_split(tokenizer, sample: Optional[str] = "[1234] click(1234)") -> bool:
-    """True when every digit of `sample` is its own token (the property LEARNING.md asks for)."""
+    """True when every digit of `sample` is its own token (the property docs/LEARNING.md asks for)."""
     pieces = [tokenizer.decode([i]) for i in tokenizer(sample, add_special_tokens=False)["input_ids"]]
     return all(not any(c.isdigit() for c in p) or len(p.strip()) == 1 for p in pieces)

@@ -6,17 +6,19 @@
     smart_resize / ImageGeometry                          webrl.policy.images
     GeneratorPolicy (transformers) / EndpointPolicy (OpenAI-compatible HTTP)
     sft_samples_from_trajectory / load_sharegpt           webrl.policy.sft
-    LociConfig / LociPolicy / loci_policy / loci_answer   webrl.policy.loci, loci_roles (Locator-Critic)
-    CascadePolicy / DecisionHeads                         webrl.policy.cascade, heads (imported on use)
+    LociConfig / LociPolicy / loci_policy / loci_answer   webrl.policy.loci (Locator-Critic: policy, roles)
+    CascadePolicy / DecisionHeads                         webrl.policy.cascade (policy, heads; import on use: torch)
+    WRAPPERS / PolicyConfig / CascadeConfig / build_policy   webrl.policy.stack (the wrapper stack of a run)
 """
 from webrl.policy.endpoint import EndpointConfig, EndpointPolicy
 from webrl.policy.formats import FORMAT_NAMES, extract_call, make_format, strip_thinking
 from webrl.policy.generator import GeneratorConfig, GeneratorPolicy, SamplingConfig
 from webrl.policy.images import ImageGeometry, image_token_count, smart_resize
-from webrl.policy.loci import LociConfig, LociPolicy
-from webrl.policy.loci_roles import loci_answer, loci_policy
+from webrl.policy.loci.policy import LociConfig, LociPolicy
+from webrl.policy.loci.roles import loci_answer, loci_policy
 from webrl.policy.prompt import CONTEXT_MODES, Message, PromptBuilder, PromptConfig, RenderedPrompt, render_chatml
 from webrl.policy.sft import SFTSample, load_sharegpt, sft_samples_from_trajectory
+from webrl.policy.stack import WRAPPERS, CascadeConfig, CascadeWrapperConfig, PolicyConfig, build_policy
 from webrl.policy.types import Decision, DecisionStats, Observation, Policy, PolicyRequest
 
 __all__ = [
@@ -25,4 +27,5 @@ __all__ = [
     "CONTEXT_MODES", "Message", "PromptBuilder", "PromptConfig", "RenderedPrompt", "render_chatml",
     "SFTSample", "load_sharegpt", "sft_samples_from_trajectory", "Decision", "DecisionStats", "Observation",
     "Policy", "PolicyRequest", "LociConfig", "LociPolicy", "loci_answer", "loci_policy",
+    "WRAPPERS", "CascadeConfig", "CascadeWrapperConfig", "PolicyConfig", "build_policy",
 ]

@@ -21,12 +21,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from webrl.chat.tokens import STOP_TOKENS, VISION_TOKENS
 from webrl.policy.images import image_token_count
 from webrl.policy.prompt import PromptBuilder, PromptConfig, RenderedPrompt
 from webrl.policy.types import Decision, DecisionStats, PolicyRequest
-
-STOP_TOKENS = ("</tool_call>", "<|im_end|>", "<|endoftext|>")
-VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
 
 
 @dataclass

@@ -33,6 +33,8 @@ from pathlib import Path
 from string import Template
 from typing import Callable, Optional, Sequence
 
+from webrl.chat.messages import ChatMessage
+from webrl.chat.tokens import VISION_PLACEHOLDER
 from webrl.policy.formats import FORMAT_NAMES, make_format, strip_thinking
 from webrl.policy.images import FAMILY_FACTOR, ImageGeometry, image_token_count
 from webrl.policy.types import Observation, PolicyRequest
@@ -40,7 +42,6 @@ from webrl.types import Image, Turn
 
 CONTEXT_MODES = ("full", "hide_thinking", "action_only", "last_n_reasoning")
 PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
-VISION_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
 @dataclass
@@ -63,8 +64,6 @@ class PromptConfig:
     """Repeat each past observation's element list (costly); the current one always has it."""
     think: bool = True
     """Ask the model to reason in <think>...</think> before the call."""
-    screenshot: str = "auto"
-    """"raw", "som" or "auto" (som for the som/compact formats, raw for computer_use)."""
     min_pixels: int = 56 * 56
     """smart_resize lower bound on screenshot area (pixels)."""
     max_pixels: int = 28 * 28 * 1280
@@ -75,8 +74,6 @@ class PromptConfig:
             raise ValueError(f"PromptConfig.action_format must be one of {FORMAT_NAMES}, got {self.action_format!r}")
         if self.context_mode not in CONTEXT_MODES:
             raise ValueError(f"PromptConfig.context_mode must be one of {CONTEXT_MODES}, got {self.context_mode!r}")
-        if self.screenshot not in ("raw", "som", "auto"):
-            raise ValueError(f"PromptConfig.screenshot must be 'raw', 'som' or 'auto', got {self.screenshot!r}")
         for name in ("reasoning_turns", "num_screenshots", "max_prompt_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"PromptConfig.{name} must be >= 0, got {getattr(self, name)}")
@@ -87,19 +84,28 @@ class PromptConfig:
             raise ValueError(f"PromptConfig.prompt_version {self.prompt_version!r}: no file "
                              f"{self.action_format}_{self.prompt_version}.txt in {PROMPT_DIR}")
 
-    @property
-    def screenshot_source(self) -> str:
-        if self.screenshot != "auto":
-            return self.screenshot
-        return "raw" if self.action_format == "computer_use" else "som"
-
 
 @dataclass
 class Message:
-    """One chat message; `parts` are text pieces and images in order."""
+    """One message of a prompt as the builder renders it (`render_chatml`); `parts` are text
+    pieces and images in order.
+
+    Not a `webrl.chat.ChatMessage`: it has the ChatML `tool` role (step feedback), which an
+    OpenAI message cannot carry without a tool call; `to_chat_message` gives the form an
+    OpenAI-compatible server gets.
+    """
 
     role: str
+    """"system", "user", "assistant" or "tool"."""
     parts: list = field(default_factory=list)
+
+    def to_chat_message(self) -> ChatMessage:
+        """The message for an OpenAI-compatible server: a `tool` message becomes a user message
+        holding its text in a `<tool_response>` block, as `render_chatml` writes it."""
+        if self.role == "tool":
+            text = "".join(p for p in self.parts if isinstance(p, str))
+            return ChatMessage("user", (f"<tool_response>\n{text}\n</tool_response>",))
+        return ChatMessage(self.role, tuple(self.parts))
 
 
 @dataclass

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webrl.chat.tokens import IM_END
 from webrl.policy.prompt import Message, RenderedPrompt, render_chatml
 from webrl.policy.types import Observation, PolicyRequest
 from webrl.types import Image, Trajectory
@@ -49,7 +50,7 @@ def _target_ids(policy, text: str, response_ids: list[int]) -> list[int]:
         return list(response_ids)
     ids = policy.tokenizer(text, add_special_tokens=False)["input_ids"]
     if not ids or ids[-1] not in policy.stop_ids:
-        ids.append(policy.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        ids.append(policy.tokenizer.convert_tokens_to_ids(IM_END))
     return ids
 
 

@@ -12,14 +12,11 @@ config picks "som" for the Set-of-Mark format and "raw" otherwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Optional, Protocol, Sequence
 
 from webrl.actions import Action, ParseError
-from webrl.types import Image, Turn
-
-# Keys of `Turn.observation` written by `Decision.to_turn` and read back for SFT.
-RECORD_KEYS = ("url", "title", "elements_text", "feedback", "last_action_error", "tabs", "step")
+from webrl.types import Image, Turn, TurnObservation
 
 
 @dataclass(frozen=True)
@@ -39,7 +36,7 @@ class Observation:
     @classmethod
     def from_env(cls, obs: dict[str, Any], info: Optional[dict[str, Any]] = None,
                  screenshot: str = "raw") -> "Observation":
-        """From a WebEnv observation dict and info (observation_contract.md)."""
+        """From a WebEnv observation dict and info (`WebEnv`'s spec card)."""
         if screenshot not in ("raw", "som", "none"):
             raise ValueError(f"screenshot must be 'raw', 'som' or 'none', got {screenshot!r}")
         info = info or {}
@@ -53,26 +50,29 @@ class Observation:
                    last_action_error=str(obs.get("last_action_error", "")), tabs=str(obs.get("tabs", "")),
                    step=int(obs.get("step", 0)), screenshot=image)
 
-    def to_record(self) -> dict[str, Any]:
-        """JSON-able text fields for `Turn.observation` (the screenshot goes to `Turn.images`)."""
-        record = {k: getattr(self, k) for k in RECORD_KEYS}
-        if self.screenshot is not None:
-            record["screenshot_size"] = list(self.screenshot.size)
-        return record
+    def to_record(self) -> TurnObservation:
+        """`Turn.observation` for this observation: its text fields and the screenshot's size
+        (the screenshot itself goes to `Turn.images`)."""
+        size = list(self.screenshot.size) if self.screenshot is not None else None
+        return TurnObservation(**{k: getattr(self, k) for k in RECORDED_FIELDS}, screenshot_size=size)
 
     @classmethod
     def from_turn(cls, turn: Turn, goal: str) -> "Observation":
         """Rebuild the observation a turn was decided on (its screenshot = the turn's last image)."""
         rec = turn.observation
-        has_screenshot = bool(turn.images) and "screenshot_size" in rec
+        has_screenshot = bool(turn.images) and rec.screenshot_size is not None
         return cls(goal=goal, screenshot=turn.images[-1] if has_screenshot else None,
-                   **{k: rec[k] for k in RECORD_KEYS if k in rec})
+                   **{k: getattr(rec, k) for k in RECORDED_FIELDS})
 
     @property
     def feedback_text(self) -> str:
         """Feedback of the previous action as one text (error appended)."""
         parts = [p for p in (self.feedback, self.last_action_error and f"Error: {self.last_action_error}") if p]
         return "\n".join(parts)
+
+
+# The fields `Observation.to_record` copies into `Turn.observation` and `from_turn` reads back.
+RECORDED_FIELDS = tuple(f.name for f in fields(Observation) if f.name in TurnObservation.__dataclass_fields__)
 
 
 @dataclass

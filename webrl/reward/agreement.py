@@ -1,6 +1,6 @@
 """Judge agreement: run a judge on trajectories whose true outcome a checker knows.
 
-    report = judge_agreement(judge, trajectories)      # truth from info["task_reward"]
+    report = judge_agreement(judge, trajectories)      # truth from info.task_reward
     print(report.format())
 
 This is how to choose a judge (model, prompt version, WebJudge threshold) before spending a
@@ -22,17 +22,21 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from webrl.reward.base import RewardFn, RewardResult, called_done
-from webrl.types import Trajectory
+from webrl.types import Trajectory, check_info_field
 
 
 def checker_truth(key: str = "task_reward", threshold: float = 0.5) -> Callable[[Trajectory], Optional[bool]]:
-    """Truth = `info[key] >= threshold`; None where the checker recorded nothing.
+    """Truth = `info.<key> >= threshold`; None where the checker recorded nothing.
 
-    key "reward" reads `Trajectory.reward` instead: right for a sandbox rollout file written
-    before any judge ran, whose rewards are the checkers' (the rollout stores them there).
+    key "reward" reads `Trajectory.reward` instead: right for a file whose rewards a reward
+    function computed from the checkers (e.g. the programmatic reward) before any judge ran.
+    Any other key must name a `TrajectoryInfo` field (ValueError otherwise).
     """
+    if key != "reward":
+        check_info_field("truth key", key)
+
     def truth(traj: Trajectory) -> Optional[bool]:
-        value = traj.reward if key == "reward" else traj.info.get(key)
+        value = traj.reward if key == "reward" else getattr(traj.info, key)
         return None if value is None else float(value) >= threshold
     return truth
 

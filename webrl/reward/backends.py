@@ -12,17 +12,13 @@ part of the verdict cache key, so two judge models never share cached verdicts.
 """
 from __future__ import annotations
 
-import base64
-import io
-import os
-import random
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-from webrl.serve.chat import ChatMessage, Completion, SamplingParams
-from webrl.types import Image
+from webrl.chat.client import ChatClient, ChatClientError
+from webrl.chat.messages import ChatMessage, Completion, SamplingParams
 
 
 class JudgeBackendError(Exception):
@@ -39,35 +35,6 @@ class ChatBackend(Protocol):
     def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float) -> Completion: ...
 
 
-def image_to_jpeg_base64(image: Image, quality: int = 90) -> str:
-    """Base64 of the image as JPEG (JPEG bytes pass through unchanged; PNG is re-encoded)."""
-    if image.format == "jpeg":
-        data = image.data
-    else:
-        buf = io.BytesIO()
-        image.to_pil().save(buf, format="JPEG", quality=quality)
-        data = buf.getvalue()
-    return base64.b64encode(data).decode("ascii")
-
-
-def to_openai_messages(messages: Sequence[ChatMessage], jpeg_quality: int = 90) -> list[dict[str, Any]]:
-    """OpenAI content-part messages with images as `data:image/jpeg;base64,...` URLs."""
-    out = []
-    for m in messages:
-        if all(isinstance(p, str) for p in m.content):
-            out.append({"role": m.role, "content": "".join(m.content)})
-            continue
-        parts = []
-        for p in m.content:
-            if isinstance(p, Image):
-                url = f"data:image/jpeg;base64,{image_to_jpeg_base64(p, jpeg_quality)}"
-                parts.append({"type": "image_url", "image_url": {"url": url}})
-            else:
-                parts.append({"type": "text", "text": p})
-        out.append({"role": m.role, "content": parts})
-    return out
-
-
 @dataclass
 class OpenAIBackendConfig:
     base_url: str = "http://127.0.0.1:8000/v1"
@@ -79,7 +46,7 @@ class OpenAIBackendConfig:
     timeout_s: float = 120.0
     """Per-attempt timeout in seconds, applied to connecting and to each read (httpx semantics)."""
     max_retries: int = 3
-    """Retries after a timeout, connection error, 429 or 5xx (other 4xx are not retried)."""
+    """Retries after a timeout, connection error, 408, 409, 429 or 5xx (other 4xx are not retried)."""
     backoff_s: float = 1.0
     """First retry waits about this long; each further retry doubles it (with jitter)."""
     backoff_max_s: float = 30.0
@@ -87,7 +54,7 @@ class OpenAIBackendConfig:
     max_concurrency: int = 16
     """Most requests in flight at once from this backend (shared by all threads)."""
     jpeg_quality: int = 90
-    """JPEG quality of images sent to the server."""
+    """JPEG quality of images sent to the server (JPEG screenshots pass through unchanged)."""
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
@@ -104,88 +71,36 @@ class OpenAIBackendConfig:
             raise ValueError(f"OpenAIBackendConfig.jpeg_quality must be in [1, 100], got {self.jpeg_quality}")
 
 
-_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
-
-
 class OpenAIChatBackend:
-    """A chat-completions client (httpx) with timeout, retries with backoff and a concurrency cap."""
+    """A judge model behind any chat-completions server (`webrl.chat.ChatClient`); a client error
+    becomes `JudgeBackendError("judge_<category>", ...)`."""
 
     def __init__(self, config: OpenAIBackendConfig, sleep: Callable[[float], None] = time.sleep):
-        import httpx
-
         self.config = config
         self.identity = f"openai:{config.base_url.rstrip('/')}:{config.model}"
-        self._slots = threading.BoundedSemaphore(config.max_concurrency)
-        self._sleep = sleep
-        self._client = httpx.Client(timeout=config.timeout_s, trust_env=False,
-                                    limits=httpx.Limits(max_connections=config.max_concurrency))
-        self.stats = {"requests": 0, "retries": 0}
-        self._stats_lock = threading.Lock()
+        self.client = ChatClient(config.base_url, config.model, api_key_env=config.api_key_env,
+                                 timeout_s=config.timeout_s, max_retries=config.max_retries,
+                                 backoff_s=config.backoff_s, backoff_max_s=config.backoff_max_s,
+                                 max_concurrency=config.max_concurrency, jpeg_quality=config.jpeg_quality,
+                                 sleep=sleep)
 
-    def _count(self, name: str) -> None:
-        with self._stats_lock:
-            self.stats[name] += 1
-
-    def _headers(self) -> dict[str, str]:
-        key = os.environ.get(self.config.api_key_env, "") if self.config.api_key_env else ""
-        return {"Authorization": f"Bearer {key}"} if key else {}
-
-    def _wait(self, attempt: int, retry_after: Optional[str]) -> None:
-        delay = min(self.config.backoff_max_s, self.config.backoff_s * 2 ** attempt) * (0.5 + random.random() / 2)
-        if retry_after and retry_after.replace(".", "", 1).isdigit():
-            delay = min(self.config.backoff_max_s, max(delay, float(retry_after)))
-        self._count("retries")
-        self._sleep(delay)
+    @property
+    def stats(self) -> dict[str, int]:
+        """Attempts sent ("requests") and waits before a retry ("retries")."""
+        return self.client.stats
 
     def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float) -> Completion:
-        import httpx
-
-        payload = {"model": self.config.model, "messages": to_openai_messages(messages, self.config.jpeg_quality),
-                   "max_tokens": max_tokens, "temperature": temperature}
-        url = self.config.base_url.rstrip("/") + "/chat/completions"
-        last: Optional[JudgeBackendError] = None
-        for attempt in range(self.config.max_retries + 1):
-            retry_after = None
-            try:
-                with self._slots:
-                    self._count("requests")
-                    response = self._client.post(url, json=payload, headers=self._headers())
-            except httpx.TimeoutException as e:
-                last = JudgeBackendError("judge_timeout", f"no reply from {url} within {self.config.timeout_s} s ({e!r})")
-            except httpx.HTTPError as e:
-                last = JudgeBackendError("judge_connection_error", f"{url}: {e!r}")
-            else:
-                if response.status_code == 200:
-                    return _completion_from(response)
-                last = JudgeBackendError("judge_http_error", f"HTTP {response.status_code} from {url}: "
-                                                             f"{response.text[:300]}")
-                if response.status_code not in _RETRY_STATUS:
-                    raise last
-                retry_after = response.headers.get("retry-after")
-            if attempt < self.config.max_retries:
-                self._wait(attempt, retry_after)
-        assert last is not None
-        raise JudgeBackendError(last.category, f"{last.message} (after {self.config.max_retries + 1} attempts)")
+        try:
+            return self.client.chat(messages, SamplingParams(max_tokens=max_tokens, temperature=temperature))
+        except ChatClientError as e:
+            raise JudgeBackendError(f"judge_{e.category}", e.message) from None
 
     def close(self) -> None:
-        self._client.close()
-
-
-def _completion_from(response: Any) -> Completion:
-    try:
-        body = response.json()
-        text = body["choices"][0]["message"]["content"]
-        usage = body.get("usage") or {}
-        if not isinstance(text, str):
-            raise TypeError(f"content is {type(text).__name__}")
-        return Completion(text, int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
-                          body["choices"][0].get("finish_reason") or "stop")
-    except (ValueError, KeyError, IndexError, TypeError) as e:
-        raise JudgeBackendError("judge_bad_response", f"not a chat completion: {e!r}: {response.text[:300]}") from None
+        self.client.close()
 
 
 class TransformersBackend:
-    """A judge model in this process (`webrl.serve.LocalChatEngine`); greedy when temperature 0."""
+    """A judge model in this process (`webrl.chat.LocalChatEngine`); greedy when temperature 0."""
 
     def __init__(self, engine: Any, max_prompt_tokens: int = 32768):
         self.engine = engine
@@ -194,7 +109,7 @@ class TransformersBackend:
 
     @classmethod
     def from_pretrained(cls, path: str, dtype: str = "float32", device: Optional[str] = None) -> "TransformersBackend":
-        from webrl.serve.chat import LocalChatEngine
+        from webrl.chat.local import LocalChatEngine
 
         return cls(LocalChatEngine.from_pretrained(path, dtype=dtype, device=device))
 

@@ -10,8 +10,8 @@ per-dimension verdicts (all must pass). A query with no dimension gets one overa
 Departure: an unreadable reply for any dimension makes the whole verdict unreadable (rather
 than a failure), since the judge, not the agent, failed.
 
-DeepShop reads the query's dimensions from `trajectory.info[params_key]` (default
-"task_params": the env copies `TaskSpec.params` there; the DeepShop loader puts "attribute",
+DeepShop reads the query's dimensions from `trajectory.info.<params_key>` (default
+"task_params": the rollout copies `TaskSpec.params` there; the DeepShop loader puts "attribute",
 "filter" and "sort" into the params).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from webrl.reward.base import action_history, final_answer, trajectory_screensho
 from webrl.reward.judge import Ask, Verdict, settings_of
 from webrl.reward.verdict import parse_verdict
 from webrl.reward.webjudge import numbered
-from webrl.types import Trajectory
+from webrl.types import Trajectory, check_info_field
 
 DEEPSHOP_DIMENSIONS = ("attribute", "filter", "sort")
 
@@ -76,15 +76,14 @@ class DeepShopJudgeConfig:
     last_screenshots: int = 15
     """How many final screenshots each call sees (DeepShop: 15)."""
     params_key: str = "task_params"
-    """Key of `Trajectory.info` holding the query's attribute / filter / sort fields."""
+    """`Trajectory.info` field holding the query's attribute / filter / sort fields (a dict)."""
     prompt_version: int = 1
     """Version of prompts/deepshop_*_v<N>.txt."""
 
     def __post_init__(self) -> None:
         if self.last_screenshots < 0:
             raise ValueError(f"DeepShopJudgeConfig.last_screenshots must be >= 0, got {self.last_screenshots}")
-        if not self.params_key:
-            raise ValueError("DeepShopJudgeConfig.params_key must be a non-empty string")
+        check_info_field("DeepShopJudgeConfig.params_key", self.params_key)
         if self.prompt_version < 1:
             raise ValueError(f"DeepShopJudgeConfig.prompt_version must be >= 1, got {self.prompt_version}")
 
@@ -113,7 +112,7 @@ class DeepShopJudge:
         return settings_of(self.config)
 
     def _dimensions(self, trajectory: Trajectory) -> dict[str, str]:
-        return deepshop_dimensions(trajectory.info.get(self.config.params_key) or {})
+        return deepshop_dimensions(getattr(trajectory.info, self.config.params_key) or {})
 
     def content(self, trajectory: Trajectory) -> dict[str, Any]:
         return {"task": trajectory.goal, "actions": action_history(trajectory), "answer": final_answer(trajectory),

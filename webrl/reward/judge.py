@@ -18,11 +18,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
+from webrl.chat.messages import ChatMessage
 from webrl.reward.backends import ChatBackend, JudgeBackendError
 from webrl.reward.base import RewardResult
 from webrl.reward.cache import VerdictCache, content_key
 from webrl.reward.prompts import load_prompt
-from webrl.serve.chat import ChatMessage
 from webrl.types import Image, Trajectory
 
 UNPARSEABLE_POLICIES = ("drop", "fail")

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from webrl.reward.agreement import checker_truth, judge_agreement, load_judged_trajectories, write_report
 from webrl.reward.factory import RewardConfig, build_judge
+from webrl.types import check_info_field
 
 
 @dataclass
@@ -15,8 +16,8 @@ class JudgeAgreementConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Which judge and backend to evaluate (`reward.judge`, `reward.backend`, ...)."""
     truth_key: str = "task_reward"
-    """`Trajectory.info` key holding the checker's reward, or "reward" to read
-    `Trajectory.reward` (a sandbox rollout file scored by the checkers, before any judge)."""
+    """`Trajectory.info` field holding the checker's reward (task_reward), or "reward" to read
+    `Trajectory.reward` (a file scored by the programmatic reward, before any judge)."""
     truth_threshold: float = 0.5
     """Checker rewards >= this count as success."""
     only_done: bool = True
@@ -29,8 +30,8 @@ class JudgeAgreementConfig:
     def __post_init__(self) -> None:
         if self.max_workers < 1:
             raise ValueError(f"JudgeAgreementConfig.max_workers must be >= 1, got {self.max_workers}")
-        if not self.truth_key:
-            raise ValueError("JudgeAgreementConfig.truth_key must be a non-empty string")
+        if self.truth_key != "reward":
+            check_info_field("JudgeAgreementConfig.truth_key", self.truth_key)
 
 
 def judge_agreement_main(config: JudgeAgreementConfig, backend=None) -> int:
@@ -46,8 +47,8 @@ def judge_agreement_main(config: JudgeAgreementConfig, backend=None) -> int:
           f"from {config.trajectories}")
     print(report.format())
     if not report.judged and report.no_truth:
-        print(f"no trajectory has a checker outcome under {config.truth_key!r}; for a sandbox rollout "
-              f"file whose rewards are the checkers', pass truth_key=reward")
+        print(f"no trajectory has a checker outcome in info.{config.truth_key}; for a file whose "
+              f"rewards the programmatic reward computed, pass truth_key=reward")
     if config.output:
         write_report(report, config.output)
     return 0 if report.judged else 2

@@ -22,13 +22,14 @@ rather than losing its real last action.
 Import reads the sidecar when present: the round trip is then lossless (token ids, log-probs,
 rewards and every image compare equal). Without it (results written by another agent), a
 Trajectory is rebuilt from the v2 fields: actions that are compact-grammar calls parse back
-into `Action`s; other action strings stay in `observation["om2w_action"]`.
+into `Action`s; every step's action string is kept in `observation.om2w_action`.
 
 Choices where the format is silent: screenshot files are named by content digest (what the
 `Trajectory` serialiser writes), so the sidecar and result.json share one copy of each image;
 `action_status` is "FAILED" when the env feedback starts with "Fail"/"Error", "SUCCESS" when it
-starts with "Succeed", else null; `reference_length` comes from `info["reference_length"]`,
-else `info["task_params"]["reference_length"]`, else the number of steps.
+starts with "Succeed", else null; `reference_length` comes from `info.reference_length`,
+else `info.task_params["reference_length"]`, else the number of steps; on import a
+`reference_length` that is not an integer is left out (None).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from typing import Any, Iterable, Optional
 
 from webrl.actions import Action, parse_compact
 from webrl.reward.base import called_done, final_answer, turn_screenshot
-from webrl.types import Image, Trajectory, Turn
+from webrl.types import Image, Trajectory, TrajectoryInfo, Turn, TurnObservation
 
 SCHEMA = "online-mind2web-v2"
 SIDECAR = "webrl_trajectory.json"
@@ -61,8 +62,7 @@ def _status(feedback: str) -> Optional[str]:
 
 
 def _reference_length(traj: Trajectory) -> int:
-    for source in (traj.info, traj.info.get("task_params") or {}):
-        value = source.get("reference_length")
+    for value in (traj.info.reference_length, traj.info.task_params.get("reference_length")):
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return len(traj.turns)
@@ -84,7 +84,7 @@ def result_json(traj: Trajectory, image_names: list[Optional[str]]) -> dict[str,
         last_name = image_names[i] or last_name
         if last_name is None:
             raise ExportError(f"trajectory {traj.task_id}: turn {i} has no screenshot and none precedes it")
-        steps.append({"step": i, "screenshot": last_name, "url": str(turn.observation.get("url", "")),
+        steps.append({"step": i, "screenshot": last_name, "url": turn.observation.url,
                       "action": _step_action(turn), "action_status": _status(turn.feedback),
                       "thought": turn.response_text or None})
     if not called_done(traj):
@@ -136,7 +136,7 @@ def _turn_from_step(step: dict[str, Any], shots_dir: Path) -> Optional[Turn]:
     if shot:
         data = (shots_dir / shot).read_bytes()
         images = [Image(data, "jpeg" if data[:2] == b"\xff\xd8" else "png")]
-    observation = {"url": step.get("url") or "", "om2w_action": action_text}
+    observation = TurnObservation(url=str(step.get("url") or ""), om2w_action=action_text)
     action, feedback = None, ""
     if action_text.startswith("TASK_COMPLETE"):
         action = Action.answer(action_text.split("ANSWER:", 1)[1].strip() if "ANSWER:" in action_text else "")
@@ -164,8 +164,10 @@ def import_trajectory(task_dir: str | os.PathLike) -> Trajectory:
     answer = result.get("agent_final_answer") or ""
     if turns and turns[-1].action is not None and turns[-1].action.kind == "answer":
         turns[-1].action = Action.answer(answer or turns[-1].action.text or "")
+    length = result.get("reference_length")
+    length = length if isinstance(length, int) and not isinstance(length, bool) else None
     return Trajectory(task_id=str(result["task_id"]), goal=str(result.get("task", "")), turns=turns,
-                      info={"reference_length": result.get("reference_length"), "source": SCHEMA})
+                      info=TrajectoryInfo(reference_length=length, source=SCHEMA))
 
 
 def import_run(out_dir: str | os.PathLike) -> list[Trajectory]:

@@ -1,6 +1,6 @@
 """Programmatic rewards and the OpenWebRL recipe's format rules around any scorer.
 
-    ProgrammaticReward   the task's checker outcome, recorded by the env in `trajectory.info`
+    ProgrammaticReward   the task's checker outcome, recorded by the rollout in `trajectory.info.task_reward`
     FallbackReward       the checker where there is one, else a judge
     RecipeReward         format rules first, the scorer only for episodes the agent ended
 
@@ -29,7 +29,7 @@ from typing import Optional
 
 from webrl.reward.base import (RewardFn, RewardResult, called_done,
                                max_consecutive_parse_failures)
-from webrl.types import Trajectory
+from webrl.types import Trajectory, check_info_field
 
 FORMAT_FAILURE_SCOPES = ("final_turn", "any_turn")
 
@@ -37,22 +37,21 @@ FORMAT_FAILURE_SCOPES = ("final_turn", "any_turn")
 @dataclass
 class ProgrammaticRewardConfig:
     info_key: str = "task_reward"
-    """Key of `Trajectory.info` holding the task checker's reward (a float in [0, 1], or None
-    when the task has no checker); the rollout coordinator writes it as "task_reward"."""
+    """`Trajectory.info` field holding the task checker's reward (a float in [0, 1], or None
+    when the task has no checker); the rollout coordinator writes it to "task_reward"."""
     success_threshold: Optional[float] = None
     """If set, rewards >= threshold become 1.0 and others 0.0 (binary success); None keeps
     the checker's value (partial credit)."""
 
     def __post_init__(self) -> None:
-        if not self.info_key:
-            raise ValueError("ProgrammaticRewardConfig.info_key must be a non-empty string")
+        check_info_field("ProgrammaticRewardConfig.info_key", self.info_key)
         if self.success_threshold is not None and not 0.0 <= self.success_threshold <= 1.0:
             raise ValueError("ProgrammaticRewardConfig.success_threshold must be None or in [0, 1], "
                              f"got {self.success_threshold!r}")
 
 
 class ProgrammaticReward:
-    """The checker outcome the env stored in `trajectory.info[info_key]`."""
+    """The checker outcome the rollout stored in `trajectory.info.<info_key>` (task_reward)."""
 
     name = "programmatic"
 
@@ -60,9 +59,9 @@ class ProgrammaticReward:
         self.config = config or ProgrammaticRewardConfig()
 
     def __call__(self, trajectory: Trajectory) -> RewardResult:
-        value = trajectory.info.get(self.config.info_key)
+        value = getattr(trajectory.info, self.config.info_key)
         if value is None:
-            return RewardResult.drop("no_checker", f"trajectory.info[{self.config.info_key!r}] is absent")
+            return RewardResult.drop("no_checker", f"trajectory.info.{self.config.info_key} is None")
         try:
             value = float(value)
         except (TypeError, ValueError):

@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from webrl.actions import Action
 from webrl.policy.types import Observation, PolicyRequest
-from webrl.types import Image, Trajectory, Turn
+from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
 
 
 def run_coroutine(coro: Any) -> Any:
@@ -48,8 +48,11 @@ def run_coroutine(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-class InfraError(RuntimeError):
-    """The environment side failed (not the agent): retry, then drop."""
+class EpisodeInfraError(RuntimeError):
+    """An env worker reported an infrastructure failure for this episode (`info["infra_error"]`:
+    the browser or the page failed, not the agent): the trajectory restarts on another slot, and
+    is dropped after `max_retries`. The env's own `webrl.envs.InfraError` stays inside the env,
+    which turns it into that report."""
 
 
 @dataclass
@@ -198,11 +201,11 @@ class RolloutCoordinator:
             try:
                 traj = await asyncio.wait_for(self._episode(task, group_id, max_turns, slot, stats),
                                               self.config.trajectory_timeout_s)
-                traj.info["attempts"] = attempt + 1
+                traj.info.attempts = attempt + 1
                 break
             except asyncio.TimeoutError:
                 reason = f"timeout after {self.config.trajectory_timeout_s}s or a step over {self.config.step_timeout_s}s"
-            except InfraError as e:
+            except EpisodeInfraError as e:
                 reason = str(e)
             except Exception as e:  # a dead actor or a transport error: the env side failed
                 reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -212,11 +215,12 @@ class RolloutCoordinator:
                 stats.retries += 1
                 await asyncio.sleep(self.config.retry_backoff_s * 2 ** attempt)
         else:
-            traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal)
+            traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal,
+                              info=TrajectoryInfo(attempts=self.config.max_retries + 1))
             traj.drop(f"infrastructure error after {self.config.max_retries + 1} attempts: {reason}")
         stats.trajectories += 1
         stats.dropped += traj.status == "dropped"
-        stats.successes += traj.status == "ok" and (traj.reward or 0) > 0
+        stats.successes += traj.status == "ok" and (traj.info.task_reward or 0) > 0
         stats.wall_s = time.monotonic() - start
         if self.on_trajectory:
             self.on_trajectory(traj)
@@ -233,8 +237,8 @@ class RolloutCoordinator:
         stats.env_time_s += time.monotonic() - t0
         self._check_infra(result.info)
         traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal,
-                          info={"site": task.spec.site, "level": task.spec.level, "split": task.spec.split,
-                                "task_params": dict(task.spec.params), "started_at": started_at})
+                          info=TrajectoryInfo(site=task.spec.site, level=task.spec.level, split=task.spec.split,
+                                              task_params=dict(task.spec.params), started_at=started_at))
         history: list[Turn] = []
         for _ in range(max_turns):
             observation = self._observation(result)
@@ -257,14 +261,14 @@ class RolloutCoordinator:
             if result.terminated or result.truncated:
                 break
         traj.turns = history
-        # The env's checker outcome; None when only a judge can tell (live web). A reward
-        # function (webrl.reward) turns it, or a judge's verdict, into traj.reward later.
-        needs_judge = bool(result.info.get("needs_judge"))
-        task_reward = None if needs_judge else (float(result.reward) if result.terminated else 0.0)
-        traj.reward = task_reward
-        traj.info.update(terminated=bool(result.terminated), truncated=not result.terminated,
-                         task_reward=task_reward, needs_judge=needs_judge, finished_at=time.time())
-        traj.reward_details = dict(result.info.get("reward_details") or {})
+        # The env's checker outcome; None when only a judge can tell (live web). traj.reward
+        # stays None: a reward function (webrl.reward) turns this, or a judge's verdict, into it.
+        info = traj.info
+        info.needs_judge = bool(result.info.get("needs_judge"))
+        info.task_reward = None if info.needs_judge else (float(result.reward) if result.terminated else 0.0)
+        info.terminated, info.truncated = bool(result.terminated), not result.terminated
+        info.finished_at = time.time()
+        traj.info.checker_details = dict(result.info.get("reward_details") or {})
         return traj
 
     def _observation(self, result: Any) -> Observation:
@@ -277,7 +281,7 @@ class RolloutCoordinator:
         obs, info = result.observation, result.info
         text_only = {k: v for k, v in obs.items() if k != "screenshot"}
         if info.get("elements"):
-            from webrl.policy.head_features import MarkedObservation
+            from webrl.policy.cascade.features import MarkedObservation
 
             observation: Observation = MarkedObservation.from_env(text_only, {"elements": info["elements"]},
                                                                   screenshot="none")
@@ -308,7 +312,7 @@ class RolloutCoordinator:
     @staticmethod
     def _check_infra(info: dict) -> None:
         if info.get("infra_error"):
-            raise InfraError(str(info["infra_error"]))
+            raise EpisodeInfraError(str(info["infra_error"]))
 
 
 def _record_target(turn: Turn, action: Optional[Action], elements: list) -> None:
@@ -318,7 +322,7 @@ def _record_target(turn: Turn, action: Optional[Action], elements: list) -> None
     if action.element is not None:
         for el in elements:
             if el.get("id") == action.element:
-                turn.observation["action_bbox"] = list(el.get("bbox", []))
+                turn.observation.action_bbox = list(el["bbox"])
                 break
     elif action.x is not None and action.y is not None:
-        turn.observation["action_point"] = [action.x, action.y]
+        turn.observation.action_point = [action.x, action.y]

@@ -1,7 +1,9 @@
 """Inference engines behind `InferenceWorker`: the transformers generator (CPU and GPU).
 
 An engine is `act(requests) -> decisions` plus `load_weights(state_dict)`. Engines are built
-inside the inference actor by a picklable factory, so weights load where they run.
+inside the inference actor by a picklable factory, so weights load where they run. The same
+factory serves rollouts and evaluation: the generator wrapped in the run's policy wrapper stack
+(`webrl.policy.stack.build_policy`, config section `policy`).
 """
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
+from webrl.policy.stack import PolicyConfig, build_policy
 from webrl.policy.types import Decision, PolicyRequest
 
 
 class GeneratorEngine:
-    """A `GeneratorPolicy` (or a wrapper of one, e.g. the heads cascade) whose generator weights
-    can be replaced in place (only the given tensors)."""
+    """A policy (a `GeneratorPolicy` or a wrapper stack around one) and the generator's model, whose
+    weights `load_weights` replaces in place (only the given tensors): every wrapper sees them."""
 
     def __init__(self, policy: Any, model: Any = None):
         self.policy = policy
@@ -37,16 +40,17 @@ class GeneratorEngine:
 
 @dataclass
 class GeneratorEngineFactory:
-    """Picklable recipe for a `GeneratorEngine`: checkpoint path, dtype, device, generator config."""
+    """Picklable recipe for a `GeneratorEngine`: checkpoint path, dtype, device, generator config,
+    policy wrapper stack."""
 
     path: str
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     dtype: str = "float32"
     device: Optional[str] = None
     torch_threads: int = 1
-    cascade: Any = None
-    """A config with `heads_dir` (RolloutCascadeConfig): when heads_dir is set, the generator is
-    wrapped in a CascadePolicy with those heads (they stay fixed; only generator weights sync)."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Wrappers around the generator (`policy.wrappers`; e.g. the heads cascade, whose heads stay
+    fixed: only generator weights sync)."""
 
     def __call__(self) -> GeneratorEngine:
         import torch
@@ -56,10 +60,5 @@ class GeneratorEngineFactory:
         if self.torch_threads:
             torch.set_num_threads(self.torch_threads)
         model, processor = load_model(self.path, dtype=self.dtype, device=self.device)
-        policy = GeneratorPolicy(model, processor, self.generator)
-        if self.cascade is not None and self.cascade.heads_dir:
-            from webrl.policy.cascade import CascadePolicy
-            from webrl.policy.heads import load_heads
-
-            return GeneratorEngine(CascadePolicy(policy, load_heads(self.cascade.heads_dir), self.cascade), model)
-        return GeneratorEngine(policy)
+        generator = GeneratorPolicy(model, processor, self.generator)
+        return GeneratorEngine(build_policy(generator, self.policy), model)

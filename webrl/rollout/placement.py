@@ -1,31 +1,24 @@
 """Starting rollout actors, optionally inside a placement group handed in from outside.
 
 A Ray Tune trial (or any caller that gang-schedules a whole run) reserves one placement group
-for everything the trial needs; each component takes the bundles from `bundle_offset` on:
+for everything the trial needs, laid out by `webrl.train_config.bundle_layout` (the one layout:
+driver, learner ranks, rollout inference workers, the greedy evaluation worker, env workers);
+each component takes the bundles from its `bundle_offset` on:
 
-    pg = placement_group([learner bundle, *rollout_bundles(...)])     # or the trial's own
-    learner = LearnerGroup(cfg, num_ranks=1, placement_group=pg, bundle_offset=0)
-    envs = start_env_workers(env_cfg, 2, placement_group=pg, bundle_offset=1)       # bundles 1, 2
-    inference = start_inference_workers(factory, inf_cfg, 1, placement_group=pg, bundle_offset=3)
+    layout = bundle_layout(config.resources)
+    pg = placement_group(layout.bundles)                                    # or the trial's own
+    learner = LearnerGroup(cfg, run, num_ranks=1, placement_group=pg, bundle_offset=layout.learner)
+    inference = start_inference_workers(factory, inf_cfg, 1, placement_group=pg, bundle_offset=layout.inference)
+    envs = start_env_workers(env_cfg, 2, placement_group=pg, bundle_offset=layout.env)
 
 Worker i of a kind goes to bundle `bundle_offset + i`, so a bundle must hold one worker's
-resources. Without a placement group the actors are scheduled freely (as before).
+resources. Without a placement group the actors are scheduled freely.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
 from webrl.rollout.inference import InferenceActor, InferenceConfig
-
-
-def rollout_bundles(num_env_workers: int, cpus_per_env_worker: float, num_inference_workers: int,
-                    cpus_per_inference_worker: float, gpus_per_inference_worker: float = 0.0) -> list[dict[str, float]]:
-    """The bundles `start_env_workers` then `start_inference_workers` expect, in that order."""
-    inference = {"CPU": cpus_per_inference_worker}
-    if gpus_per_inference_worker:
-        inference["GPU"] = gpus_per_inference_worker
-    return ([{"CPU": cpus_per_env_worker} for _ in range(num_env_workers)]
-            + [dict(inference) for _ in range(num_inference_workers)])
 
 
 def _strategy(placement_group: Any, bundle_index: int) -> dict[str, Any]:

@@ -1,13 +1,17 @@
 """A static HTML page per run for reading trajectories: `webrl view RUN_DIR`.
 
-For each trajectory: goal, reward and status (dropped ones with their reason); for each turn the
+For each trajectory: goal, outcome and status (dropped ones with their reason); for each turn the
 screenshot the model saw with the executed action drawn on it (the element's box, or the
 clicked point), the model's text and the environment's feedback. Buttons filter by outcome.
 The page is self-contained HTML with relative links to the images the trajectory log wrote, so
 a run folder can be copied and opened anywhere.
 
-Where the action is drawn comes from `Turn.observation`: "action_bbox" = [x, y, w, h] or
-"action_point" = [x, y] in screenshot pixels, and "screenshot_size" = [w, h].
+Outcome: the reward when a reward function scored the trajectory, else the env checker's
+`info.task_reward` (the rollout log is written before scoring); "unscored" when neither exists
+(a live-web episode whose judge has not run).
+
+Where the action is drawn comes from `Turn.observation` (`TurnObservation`): `action_bbox` =
+[x, y, w, h] or `action_point` = [x, y] in screenshot pixels, and `screenshot_size` = [w, h].
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ header button{margin-left:6px;padding:4px 10px;border:0;border-radius:4px;cursor
 .traj{background:#fff;margin:16px 20px;padding:12px 16px;border-radius:8px;box-shadow:0 1px 3px #0002}
 .traj h2{font-size:16px;margin:4px 0}.badge{padding:2px 8px;border-radius:10px;font-size:12px;color:#fff}
 .success .badge{background:#1e8e3e}.failure .badge{background:#c5221f}.dropped .badge{background:#80868b}
+.unscored .badge{background:#b06000}
 .turns{display:flex;gap:12px;overflow-x:auto;padding:8px 0}
 .turn{flex:0 0 360px;border:1px solid #dde;border-radius:6px;padding:8px;font-size:12px}
 .shot{position:relative;width:100%}.shot img{width:100%;display:block}
@@ -40,24 +45,30 @@ function show(kind){document.querySelectorAll('.traj').forEach(function(t){
 """
 
 
+OUTCOMES = ("success", "failure", "unscored", "dropped")
+
+
 def _outcome(traj: Trajectory) -> str:
     if traj.status == "dropped":
         return "dropped"
-    return "success" if (traj.reward or 0) > 0 else "failure"
+    score = traj.reward if traj.reward is not None else traj.info.task_reward
+    if score is None:
+        return "unscored"
+    return "success" if score > 0 else "failure"
 
 
 def _overlay(turn: Turn) -> str:
-    obs = turn.observation or {}
-    size = obs.get("screenshot_size")
+    obs = turn.observation
+    size = obs.screenshot_size
     if not size or not size[0] or not size[1]:
         return ""
     w, h = float(size[0]), float(size[1])
-    if obs.get("action_bbox"):
-        x, y, bw, bh = obs["action_bbox"]
+    if obs.action_bbox:
+        x, y, bw, bh = obs.action_bbox
         return (f'<div class="mark" style="left:{100 * x / w:.2f}%;top:{100 * y / h:.2f}%;'
                 f'width:{100 * bw / w:.2f}%;height:{100 * bh / h:.2f}%"></div>')
-    if obs.get("action_point"):
-        x, y = obs["action_point"]
+    if obs.action_point:
+        x, y = obs.action_point
         return f'<div class="point" style="left:{100 * x / w:.2f}%;top:{100 * y / h:.2f}%"></div>'
     return ""
 
@@ -74,7 +85,7 @@ def _turn_html(i: int, turn: Turn, image_href: str | None) -> str:
 
 def render_run(trajectories: list[Trajectory], image_base: str, title: str) -> str:
     """The page's HTML. `image_base` is the relative folder holding the logged images."""
-    counts = {k: sum(_outcome(t) == k for t in trajectories) for k in ("success", "failure", "dropped")}
+    counts = {k: sum(_outcome(t) == k for t in trajectories) for k in OUTCOMES}
     blocks = []
     for traj in trajectories:
         kind = _outcome(traj)
@@ -85,7 +96,8 @@ def render_run(trajectories: list[Trajectory], image_base: str, title: str) -> s
         reason = traj.drop_reason if kind == "dropped" else (traj.reward_details or {}).get("reason", "")
         blocks.append(
             f'<section class="traj {kind}"><h2><span class="badge">{kind}</span> '
-            f'{html.escape(traj.task_id)} · reward {traj.reward} · {len(traj.turns)} turns</h2>'
+            f'{html.escape(traj.task_id)} · reward {traj.reward} · checker {traj.info.task_reward} · '
+            f'{len(traj.turns)} turns</h2>'
             f'<div><b>goal</b> {html.escape(traj.goal)}</div>'
             f'<div><b>reason</b> {html.escape(str(reason or ""))}</div>'
             f'<div class="turns">{"".join(turns)}</div></section>')

@@ -31,7 +31,8 @@ from typing import Any, Optional
 
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 
-from webrl.serve.chat import ChatEngine, SamplingParams
+from webrl.chat.local import ChatEngine
+from webrl.chat.messages import SamplingParams
 from webrl.serve.protocol import RequestError, parse_chat_request
 
 
@@ -232,7 +233,7 @@ def serve_main(config: ServeConfig) -> int:
 
     import uvicorn
 
-    from webrl.serve.chat import LocalChatEngine
+    from webrl.chat.local import LocalChatEngine
 
     if not config.model_path:
         raise ValueError("ServeConfig.model_path is required: the checkpoint folder to serve")

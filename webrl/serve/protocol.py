@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from webrl.serve.chat import ChatMessage, SamplingParams
+from webrl.chat.messages import ChatMessage, SamplingParams
 from webrl.types import Image
 
 

@@ -110,10 +110,3 @@ def finish_layout(rng: random.Random, controls: list[dict], total: int, used: se
     for i, c in enumerate(controls):
         c.setdefault("id", f"c{i}")
     return {"title": rng.choice(TITLES), "controls": controls}
-
-
-def control_dom_ids(control: dict) -> list[str]:
-    """The dom ids the template gives a control's interactive parts."""
-    if control["kind"] in ("radio", "tabs"):
-        return [f"{control['id']}-{k}" for k in range(len(control["options"]))]
-    return [control["id"]]

@@ -74,9 +74,10 @@ def _act(page: Any, action: Any, elements: list) -> None:
         raise ValueError(f"the light runner does not execute {action.kind}")
 
 
-def light_episode(page: Any, task: Any, max_steps: Optional[int] = None) -> tuple[float, list[str]]:
-    """(reward, compact actions) of one oracle episode on `page`. Pages are reused across
-    episodes (a new page costs more than a whole level-0 episode): `setup` points the
+def light_episode(page: Any, task: Any, max_steps: Optional[int] = None) -> tuple[float, list[str], dict]:
+    """(reward, compact actions, the checker's details) of one oracle episode on `page`; an
+    episode the oracle did not end in `max_steps` scores 0 with no details. Pages are reused
+    across episodes (a new page costs more than a whole level-0 episode): `setup` points the
     page's cookie at the new episode's state."""
     actions: list[str] = []
     try:
@@ -86,8 +87,9 @@ def light_episode(page: Any, task: Any, max_steps: Optional[int] = None) -> tupl
             action = task.oracle_action(obs)
             actions.append(action.to_compact())
             if action.kind in ("stop", "answer"):
-                return float(task.reward(page, action.text if action.kind == "answer" else None)), actions
+                scored = task.reward(page, action.text if action.kind == "answer" else None)
+                return scored.value, actions, scored.details
             _execute(page, action, obs["elements"])
-        return 0.0, actions
+        return 0.0, actions, {}
     finally:
         task.teardown(page)

@@ -17,7 +17,7 @@ CONTRACT_LINK = {"id": 4, "tag": "a", "role": "link", "name": "Home", "type": ""
 
 
 def test_compact_elements_keeps_what_the_heads_read():
-    from webrl.policy.head_features import SoMElement
+    from webrl.policy.cascade.features import SoMElement
 
     select, link = compact_elements([CONTRACT_SELECT, CONTRACT_LINK])
     # bbox rounded to whole pixels; options kept for the select only; no href / value / dom_id
@@ -32,7 +32,7 @@ def test_compact_elements_keeps_what_the_heads_read():
 @pytest.mark.parametrize("site,level,split,seed", [("shop", 0, "train", 3), ("travel", 1, "test", 4),
                                                    ("widgets", 1, "train", 5), ("wiki", 1, "test", 6)])
 def test_recorded_turns_carry_elements_with_the_oracle_target(site_env, tmp_path, site, level, split, seed):
-    from webrl.policy.head_features import marked_from_turn
+    from webrl.policy.cascade.features import marked_from_turn
 
     task = make_task(site, level, split, seed)
     result = run_oracle_episode(site_env, task, record_images=True)
@@ -40,14 +40,14 @@ def test_recorded_turns_carry_elements_with_the_oracle_target(site_env, tmp_path
     save_trajectories(tmp_path / "demos.jsonl", [result.trajectory])
     (traj,) = load_trajectories(tmp_path / "demos.jsonl")
     for turn in traj.turns:
-        elements = turn.observation["elements"]
+        elements = turn.observation.elements
         assert elements, (task.spec.goal, turn.response_text)
         ids = [e["id"] for e in elements]
         assert ids == list(range(len(ids)))  # the contract: ids 0..N-1 in DOM order
         assert all(set(e) <= {"id", "bbox", "role", "tag", "name", "in_viewport", "options", "selected"}
                    for e in elements)
         # the element list text was built from the same elements: every listed id is stored
-        assert all(f"[{i}]" in turn.observation["elements_text"] for i in ids)
+        assert all(f"[{i}]" in turn.observation.elements_text for i in ids)
         if turn.action.element is not None:
             assert turn.action.element in ids, (task.spec.goal, turn.response_text)
             target = elements[turn.action.element]
@@ -57,5 +57,5 @@ def test_recorded_turns_carry_elements_with_the_oracle_target(site_env, tmp_path
         assert [e.id for e in obs.elements] == ids and obs.screenshot is not None
         assert obs.screenshot.size == (640, 480)
     # compact: well under the screenshot-free text of the step (no raw HTML, no hrefs)
-    assert all(len(json.dumps(t.observation["elements"])) < 400 * len(t.observation["elements"])
+    assert all(len(json.dumps(t.observation.elements)) < 400 * len(t.observation.elements)
                for t in traj.turns)

@@ -27,22 +27,22 @@ def test_eight_parallel_episodes_stay_isolated(browser_session):
         live = {}
         for i, (env, task) in enumerate(zip(envs, tasks)):
             live[i] = env.reset(options={"task": task})
-        rewards = {}
+        rewards, details = {}, {}
         while live:  # one step of every running episode per round: their requests interleave
             for i in list(live):
                 obs, info = live[i]
                 obs, reward, terminated, truncated, info = envs[i].step(tasks[i].oracle_action(oracle_view(obs, info)))
                 if terminated or truncated:
-                    rewards[i] = reward
+                    rewards[i], details[i] = reward, info["reward_details"]
                     del live[i]
                 else:
                     live[i] = (obs, info)
         assert rewards == {i: 1.0 for i in range(8)}
-        for task in tasks[:4]:  # each cart holds its own line only (a shared cart would hold four)
+        for i, task in enumerate(tasks[:4]):  # each cart holds its own line only (a shared cart would hold four)
             p = task.spec.params
-            assert task.last_details["cart"] == {str((p["pid"], p["size"], p["colour"])): p["qty"]}
-        for task in tasks[4:]:
-            submitted = task.last_details["last_submission"]
+            assert details[i]["cart"] == {str((p["pid"], p["size"], p["colour"])): p["qty"]}
+        for i, task in enumerate(tasks[4:], start=4):
+            submitted = details[i]["last_submission"]
             assert all(submitted[cid] == value for cid, value in task.spec.params["targets"])
     finally:
         for env in envs:

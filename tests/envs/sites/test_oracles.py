@@ -38,7 +38,7 @@ def test_oracle_through_webenv(site_env, site):
         result = run_oracle_episode(site_env, task, record_images=level == 0)
         actions = [t.response_text for t in result.trajectory.turns]
         assert result.infra_error is None
-        assert result.reward == 1.0, (task.spec.goal, actions, task.last_details)
+        assert result.reward == 1.0, (task.spec.goal, actions, result.trajectory.reward_details)
         lo, hi = STEP_RANGE[level]
         assert lo <= _steps(actions) <= hi, (task.spec.goal, actions)
         if level == 0:
@@ -53,10 +53,10 @@ def test_oracle_success_100_per_level(light_page, site):
         failures, lengths = [], []
         for seed in range(SWEEP):
             task = make_task(site, level, _split(seed), seed)
-            reward, actions = light_episode(light_page, task)
+            reward, actions, details = light_episode(light_page, task)
             lengths.append(_steps(actions))
             if reward != 1.0:
-                failures.append((task.spec.id, task.spec.goal, actions, task.last_details))
+                failures.append((task.spec.id, task.spec.goal, actions, details))
         assert len(failures) <= SWEEP // 100, failures          # >= 99%
         lo, hi = STEP_RANGE[level]
         assert lo <= min(lengths) and max(lengths) <= hi, (site, level, sorted(set(lengths)))

@@ -57,6 +57,6 @@ def test_record_demos_writes_loadable_trajectories(browser_session, tmp_path):
     trajectories = load_trajectories(tmp_path / "demos.jsonl")
     assert len(trajectories) == 3
     for traj in trajectories:
-        assert traj.reward == 1.0 and traj.goal and traj.turns
+        assert traj.info.task_reward == 1.0 and traj.reward is None and traj.goal and traj.turns  # not scored yet
         assert all(t.decided_by == "oracle" and t.action is not None and t.images for t in traj.turns)
         assert traj.turns[0].images[0].size == (640, 480)

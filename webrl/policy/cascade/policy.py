@@ -39,7 +39,13 @@ sample those action tokens:
 Departures: requests are decided one at a time (a batched prefill with per-row continuation is
 possible, but the tiny CPU models gain little); sampling in the cascade uses torch's RNG
 directly, so sampled outputs match `GeneratorPolicy` in distribution, greedy ones exactly.
-Formats that cannot express an element action (computer_use) fall back to the generator.
+
+Coordinate formats (computer_use): a heads click on element k is written as the format's click
+at the centre of k's box (`format_action`), in the format's coordinates (Qwen2.5-VL: pixels of
+the smart-resized screenshot; Qwen3-VL: 0-1000), and recorded as the tokens of that text; the
+executed action is that text parsed back (the point within half a model unit of the centre).
+Element actions with no coordinate form (type into an element, select) go to the generator;
+element-free ones (scroll, back, answer, stop) are written as they are.
 """
 from __future__ import annotations
 
@@ -47,48 +53,29 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
 from webrl.actions import Action
-from webrl.policy.generator import STOP_TOKENS, SamplingConfig
-from webrl.policy.head_features import MarkedObservation, Prefill, StepFeatures, prefill, step_features
-from webrl.policy.heads import KINDS_WITH_ELEMENT, DecisionHeads, HeadInputs
+from webrl.chat.tokens import STOP_TOKENS
+from webrl.policy.cascade.features import MarkedObservation, Prefill, SoMElement, StepFeatures, prefill, step_features
+from webrl.policy.cascade.heads import KINDS_WITH_ELEMENT, DecisionHeads, HeadInputs
+from webrl.policy.generator import SamplingConfig
+from webrl.policy.images import ImageGeometry
+from webrl.policy.stack import CascadeConfig
 from webrl.policy.types import Decision, DecisionStats, PolicyRequest
 
-CONFIDENCE_MODES = ("product", "min")
-HEAD_TURN_MODES = ("generator_logprobs", "exclude")
 WRITE_SENTINEL = "WEBRLWRITESLOT"
 
 
 @dataclass
-class CascadeConfig:
-    """When the heads decide and how their turns are recorded."""
-
-    threshold: float = 0.9
-    """Heads decide when confidence >= threshold; 1.0 = never (generator only), 0.0 = always."""
-    confidence: str = "product"
-    """"product" or "min" of the chosen kind / target / value probabilities."""
-    head_turns: str = "generator_logprobs"
-    """Head-decided turns in the PG batch: "generator_logprobs" or "exclude" (see module docstring)."""
-    max_text_tokens: int = 64
-    """Cap on tokens the generator writes for a WRITE slot."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"CascadeConfig.threshold must be in [0, 1], got {self.threshold}")
-        if self.confidence not in CONFIDENCE_MODES:
-            raise ValueError(f"CascadeConfig.confidence must be one of {CONFIDENCE_MODES}, got {self.confidence!r}")
-        if self.head_turns not in HEAD_TURN_MODES:
-            raise ValueError(f"CascadeConfig.head_turns must be one of {HEAD_TURN_MODES}, got {self.head_turns!r}")
-        if self.max_text_tokens < 1:
-            raise ValueError(f"CascadeConfig.max_text_tokens must be >= 1, got {self.max_text_tokens}")
-
-
-@dataclass
 class CascadeDecision(Decision):
-    """A `Decision` plus which path decided, tokens generated, and the heads' proposal."""
+    """A `Decision` plus which path decided, tokens generated, and the heads' proposal.
+
+    `proposal` is the heads' action as they chose it (element-addressed, e.g. click(12)); `parsed`
+    is what the format wrote for it (in computer_use: a click at the element's centre).
+    """
 
     decided_by: str = "generator"
     generated_tokens: int = 0
@@ -106,6 +93,8 @@ class Proposal:
     action: Optional[Action]
     confidence: float
     needs_text: bool = False
+    element: Optional[SoMElement] = None
+    """The target element of kinds with one (its box places the click of a coordinate format)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,7 +194,36 @@ def propose(heads: DecisionHeads, feats: StepFeatures, observation: MarkedObserv
         text = None if needs_text else element.options[v - 1]
     conf = min(probs) if confidence == "min" else float(torch.tensor(probs).prod())
     return Proposal(_build_action(kind, element, WRITE_SENTINEL if needs_text else text, cfg.scroll_amount),
-                    conf, needs_text)
+                    conf, needs_text, element)
+
+
+def box_centre(bbox: Sequence[float], width: float, height: float) -> Optional[tuple[float, float]]:
+    """Centre of the part of bbox = [x, y, w, h] inside a width x height screenshot (None: none is)."""
+    x0, y0 = max(bbox[0], 0.0), max(bbox[1], 0.0)
+    x1, y1 = min(bbox[0] + bbox[2], width), min(bbox[1] + bbox[3], height)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return (x0 + x1) / 2, (y0 + y1) / 2
+
+
+def format_action(action: Action, element: Optional[SoMElement], fmt,
+                  geometry: Optional[ImageGeometry]) -> Optional[Action]:
+    """The heads' action as `fmt` can write it, or None when it cannot.
+
+    Element formats take it as is. A coordinate format (computer_use) cannot name an element:
+    a left click on element k becomes a left click at the centre of k's box (screenshot pixels,
+    clipped to the screenshot; the format writes it in its own coordinates, `ImageGeometry.to_model`).
+    Other element actions (type into k, select) have no coordinate form: the generator decides.
+    """
+    if fmt.can_render(action):
+        return action
+    if action.kind != "click" or element is None or geometry is None:
+        return None
+    centre = box_centre(element.bbox, geometry.width, geometry.height)
+    if centre is None:
+        return None
+    at = Action.click_at(*centre, button=action.button, clicks=action.clicks)
+    return at if fmt.can_render(at) else None
 
 
 def written_text(generated: str) -> str:
@@ -269,11 +287,12 @@ class CascadePolicy:
         if elements_known and self.config.threshold < 1.0:
             proposal = propose(self.heads, step_features(pre, obs, self.heads.config, self.generator),
                                obs, self.config.confidence)
-        use_heads = (proposal.action is not None and self.config.threshold < 1.0
-                     and proposal.confidence >= self.config.threshold and self.format.can_render(proposal.action)
-                     and getattr(self.format, "name", "") != "computer_use")
-        if use_heads:
-            ids, logps, text, generated, finish = self._heads_path(pre, proposal)
+        action = None  # the heads' action as the format writes it
+        if (proposal.action is not None and self.config.threshold < 1.0
+                and proposal.confidence >= self.config.threshold):
+            action = format_action(proposal.action, proposal.element, self.format, pre.prompt.geometry)
+        if action is not None:
+            ids, logps, text, generated, finish = self._heads_path(pre, action, proposal.needs_text)
             decided_by = "heads+write" if proposal.needs_text else "heads"
         else:
             pre.rewind()
@@ -286,7 +305,8 @@ class CascadePolicy:
         if decided_by == "heads+write" and not isinstance(parsed, Action):
             # the written text broke the call (a raw newline in the JSON string, no closing quote):
             # the heads fixed kind and element, the text is what the generator wrote up to its quote
-            parsed = dataclasses.replace(proposal.action, text=written_text(text[len(self._write_prefix(proposal)):]))
+            prefix = self._write_prefix(action, pre.prompt.geometry)
+            parsed = dataclasses.replace(action, text=written_text(text[len(prefix):]))
         stats = DecisionStats(prompt_tokens=len(pre.input_ids), response_tokens=len(ids),
                               latency_s=time.perf_counter() - t0, history_turns=len(request.history),
                               history_dropped=pre.prompt.history_dropped, images=len(pre.prompt.images),
@@ -301,20 +321,25 @@ class CascadePolicy:
             text = text.removesuffix(tok)
         return text
 
-    def _write_prefix(self, proposal: Proposal) -> str:
-        rendered = self.format.render(proposal.action)
+    def _write_prefix(self, action: Action, geometry: Optional[ImageGeometry]) -> str:
+        rendered = self.format.render(action, geometry)
         return rendered[:rendered.index(WRITE_SENTINEL)]
 
-    def _heads_path(self, pre: Prefill, proposal: Proposal) -> tuple[list[int], list[float], str, int, str]:
-        """(response ids, log-probs, text, generated tokens, finish) of a heads decision."""
+    def _heads_path(self, pre: Prefill, action: Action,
+                    needs_text: bool) -> tuple[list[int], list[float], str, int, str]:
+        """(response ids, log-probs, text, generated tokens, finish) of a heads decision.
+
+        The response is the format's rendering of `action` (coordinates written for this prompt's
+        screenshot geometry), tokenised as the generator would have had to write it.
+        """
         s, model = self.generator.config.sampling, self.generator.model
         temperature = 1.0 if s.greedy else s.temperature
-        rendered = self.format.render(proposal.action)
-        prefix = rendered[:rendered.index(WRITE_SENTINEL)] if proposal.needs_text else rendered
+        rendered = self.format.render(action, pre.prompt.geometry)
+        prefix = rendered[:rendered.index(WRITE_SENTINEL)] if needs_text else rendered
         forced = self.tokenizer(prefix, add_special_tokens=False)["input_ids"]
         record = self.config.head_turns == "generator_logprobs"
         generated, finish = [], "stop"
-        if proposal.needs_text:  # forced prefix through the cache, then the generator writes the text
+        if needs_text:  # forced prefix through the cache, then the generator writes the text
             logps, next_logits = self._force(pre, forced, temperature)
             generated, gen_logps, finish = decode_from_cache(model, pre.cache, next_logits, s, self.generator.stop_ids,
                                                              self.config.max_text_tokens, self.generator.suppress_ids)

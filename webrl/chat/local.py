@@ -1,12 +1,12 @@
-"""Chat messages and a local Qwen-VL chat engine (transformers `generate`).
+"""A local Qwen-VL chat engine (transformers `generate`) behind `prepare` / `generate`.
 
-    ChatMessage("user", ("What is on the page?", image))     text and `webrl.types.Image` parts
     engine = LocalChatEngine.from_pretrained(path)
     prompt = engine.prepare(messages)                         # token count known before generating
     completion = engine.generate(prompt, SamplingParams(max_tokens=64, temperature=0.0))
 
 The same engine backs `webrl serve` (over HTTP) and the in-process judge backend, so a judge
-gives the same reply whether it runs in-process or behind the server.
+gives the same reply whether it runs in-process or behind the server. Prompts are rendered by
+the checkpoint's own chat template (`processor.apply_chat_template`).
 
 Departures from an OpenAI server: one sequence per call (no batching across requests; calls
 are serialised by a lock, so a busy server queues), `seed` reseeds torch's global generator
@@ -15,84 +15,11 @@ inside that lock, images use the checkpoint processor's own pixel limits.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol, Sequence
 
+from webrl.chat.messages import ChatMessage, Completion, SamplingParams
 from webrl.types import Image
-
-ROLES = ("system", "user", "assistant")
-Part = Union[str, Image]
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    """One chat message: `role` in ROLES, `content` a sequence of text and image parts."""
-
-    role: str
-    content: tuple[Part, ...]
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"ChatMessage.role must be one of {ROLES}, got {self.role!r}")
-        content = (self.content,) if isinstance(self.content, (str, Image)) else tuple(self.content)
-        for part in content:
-            if not isinstance(part, (str, Image)):
-                raise ValueError(f"ChatMessage parts must be str or Image, got {type(part).__name__}")
-        object.__setattr__(self, "content", content)
-
-    @property
-    def images(self) -> list[Image]:
-        return [p for p in self.content if isinstance(p, Image)]
-
-
-@dataclass
-class SamplingParams:
-    """Decoding settings of one call (OpenAI names)."""
-
-    max_tokens: int = 256
-    """Most new tokens to generate."""
-    temperature: float = 0.0
-    """0 = greedy; > 0 samples."""
-    top_p: float = 1.0
-    """Nucleus sampling mass in (0, 1]."""
-    top_k: int = 0
-    """Top-k sampling; 0 = off."""
-    seed: Optional[int] = None
-    """Reseed torch before sampling (reproducible replies), None = leave the generator alone."""
-    stop: list[str] = field(default_factory=list)
-    """Strings that end the reply; the reply is cut before the first one."""
-    logprobs: bool = False
-    """Also return the sampled token ids and their log-probs (see `Completion`)."""
-
-    def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise ValueError(f"SamplingParams.max_tokens must be >= 1, got {self.max_tokens}")
-        if self.temperature < 0:
-            raise ValueError(f"SamplingParams.temperature must be >= 0, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"SamplingParams.top_k must be >= 0, got {self.top_k}")
-
-
-@dataclass
-class Completion:
-    """A reply with its token usage; finish_reason "stop" (EOS or stop string) or "length".
-
-    With `SamplingParams.logprobs`: token_ids (R,) every generated id, including a final EOS
-    and the tokens of a stop string (the text leaves the stop string out); logprobs (R,) each
-    id's log-prob under log_softmax(logits / T), T = temperature (1 when greedy): the
-    convention of `webrl.policy.generator`, so a learner can recompute them exactly; tokens
-    (R,) each id decoded on its own.
-    """
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str = "stop"
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    tokens: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -104,7 +31,8 @@ class PreparedPrompt:
 
 
 class ChatEngine(Protocol):
-    """What `webrl serve` needs from a model: a name, prompt preparation, generation."""
+    """A model behind chat messages (what `webrl serve` and the in-process judge need): a name,
+    prompt preparation (the token count is known before generating), generation."""
 
     model_name: str
 
@@ -128,7 +56,8 @@ def to_processor_messages(messages: Sequence[ChatMessage]) -> tuple[list[dict], 
     return out, images
 
 
-def _cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """(`text` cut before the earliest of the `stop` strings, whether one was found)."""
     cuts = [text.index(s) for s in stop if s and s in text]
     return (text[:min(cuts)], True) if cuts else (text, False)
 
@@ -182,7 +111,7 @@ class LocalChatEngine:
         eos = self.model.generation_config.eos_token_id
         eos = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
         ended = bool(ids) and ids[-1] in eos
-        text, stopped = _cut_at_stop(tokenizer.decode(ids, skip_special_tokens=True), sampling.stop)
+        text, stopped = cut_at_stop(tokenizer.decode(ids, skip_special_tokens=True), sampling.stop)
         finish = "stop" if (ended or stopped or len(ids) < sampling.max_tokens) else "length"
         completion = Completion(text, prompt.num_tokens, len(ids), finish)
         if sampling.logprobs:

@@ -1,8 +1,8 @@
 """Train decision heads on logged steps with the generator frozen (`webrl heads-train`).
 
 Steps come from stored trajectories (oracle demonstrations and rollout logs, `load_trajectories`:
-every turn whose `observation["elements"]` holds the Set-of-Mark boxes and whose action is
-known) or from the synthetic Set-of-Mark task (`webrl.policy.synthetic_som`). The generator
+every turn whose `observation.elements` holds the Set-of-Mark boxes and whose action is
+known) or from the synthetic Set-of-Mark task (`webrl.policy.cascade.synthetic`). The generator
 never changes, so each step's features are extracted once (one prefill, no cache) and the heads
 train for many epochs on the cached features: training costs one forward per step plus a few
 seconds.
@@ -12,7 +12,7 @@ seen in training) or, without it, a seeded random `--val-fraction` of the traini
 
     webrl demos n=80 out=demos/train split=train "levels=[0,1]" viewport=small
     webrl demos n=40 out=demos/test split=test seed=2 "levels=[0,1]" viewport=small
-    python -m webrl.policy.heads_train --generator CKPT --data demos/train --val-data demos/test
+    python -m webrl.policy.cascade.train --generator CKPT --data demos/train --val-data demos/test
 
 Measured on sandbox demonstrations (2026-11-30; levels 0-1, four sites, 640x480 viewport,
 48*28*28 max pixels; 216 train / 102 held-out test-split steps; the tiny random-init Qwen2.5-VL
@@ -52,8 +52,8 @@ from typing import Optional, Sequence
 import torch
 
 from webrl.actions import Action
-from webrl.policy.head_features import StepFeatures, action_labels, marked_from_turn, prefill, step_features
-from webrl.policy.heads import (DecisionHeads, HeadInputs, HeadsConfig, default_heads_dir, heads_loss, save_heads)
+from webrl.policy.cascade.features import StepFeatures, action_labels, marked_from_turn, prefill, step_features
+from webrl.policy.cascade.heads import (DecisionHeads, HeadInputs, HeadsConfig, default_heads_dir, heads_loss, save_heads)
 from webrl.policy.prompt import PromptConfig
 from webrl.policy.types import PolicyRequest
 
@@ -183,7 +183,7 @@ def logged_steps(paths: Sequence[str | Path], goal_fallback: str = "") -> list[t
     for traj_file in (f for path in paths for f in trajectory_files(path)):
         for traj in load_trajectories(traj_file):
             for t, turn in enumerate(traj.turns):
-                if turn.action is None or not turn.observation.get("elements"):
+                if turn.action is None or not turn.observation.elements:
                     continue
                 obs = marked_from_turn(turn, traj.goal or goal_fallback)
                 out.append((PolicyRequest(obs, history=traj.turns[:t]), turn.action))
@@ -195,10 +195,10 @@ def split_steps(pairs: list, held_out: list, val_fraction: float, seed: int) -> 
     `val_fraction` of `pairs` (at least one step)."""
     if held_out:
         if not pairs:
-            raise SystemExit("heads-train: no usable training steps (turns need observation['elements'])")
+            raise SystemExit("heads-train: no usable training steps (turns need observation.elements)")
         return list(pairs), list(held_out)
     if len(pairs) < 2:
-        raise SystemExit("heads-train: fewer than 2 usable steps (turns need observation['elements'])")
+        raise SystemExit("heads-train: fewer than 2 usable steps (turns need observation.elements)")
     pairs = list(pairs)
     random.Random(seed).shuffle(pairs)
     n_val = max(1, int(len(pairs) * val_fraction))
@@ -214,7 +214,7 @@ def generator_prompt(path, max_pixels: Optional[int] = None, default_max_pixels:
     the file (a random-init model): Set-of-Mark JSON calls, no reasoning, min_pixels 1024,
     max_pixels `max_pixels` or `default_max_pixels`.
     """
-    from webrl.models.shipped import trained_prompt
+    from webrl.policy.trained_prompt import trained_prompt
 
     settings = trained_prompt(str(path))
     if not settings:
@@ -250,7 +250,7 @@ def heads_train_main(args: Optional[Sequence[str]] = None) -> dict:
     """CLI entry: extract features with the frozen generator, train, evaluate, save. Returns metrics."""
     from webrl.models import load_model
     from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
-    from webrl.policy.synthetic_som import chance_levels, make_steps
+    from webrl.policy.cascade.synthetic import chance_levels, make_steps
 
     a = _parser().parse_args(args)
     hc = HeadsConfig(layer=a.layer, query=a.query, query_prefix=a.query_prefix, target_features=a.target_features)

@@ -1,12 +1,13 @@
 """LOCI roles (Locator, Critic, answerer) from a local Qwen-VL model or an OpenAI-compatible URL, and VQA mode.
 
 A role is `role(system, user, images) -> text` (`webrl.policy.loci.Role`):
-- `ModelRole`: the wrapped `GeneratorPolicy`'s model and processor with the role's prompt; greedy
-  decoding (roles judge, they are not trained here), vision placeholders suppressed as in the
-  generator; images sent before the user text, each resized by the processor within
-  [min_pixels, max_pixels].
-- `EndpointRole`: one chat-completions call (images as PNG data URLs via `openai_messages`),
-  temperature 0. Transport errors raise; the LOCI loop counts them as parse failures.
+- `ModelRole`: the wrapped `GeneratorPolicy`'s model and processor with the role's prompt,
+  rendered by the prompt builder's `render_chatml` (`role_prompt`); greedy decoding (roles
+  judge, they are not trained here), vision placeholders suppressed as in the generator;
+  images sent before the user text, each resized by the processor within [min_pixels, max_pixels].
+- `EndpointRole`: one chat-completions call through `webrl.chat.ChatClient` (images as their
+  own PNG/JPEG data URLs), temperature 0, retried on transient failures. A call that still
+  fails raises `ChatClientError`; the LOCI loop counts it as a parse failure.
 
 `loci_answer` is the standalone VQA mode: evidence search, then one answerer call with the whole
 image followed by the accepted crops (several images in one prompt; no composite needed).
@@ -14,14 +15,21 @@ With `use_loci=False` it is the plain baseline: one answerer call on the whole i
 """
 from __future__ import annotations
 
-import json
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from webrl.policy.loci import Evidence, LociConfig, Role, gather_evidence, render_role_prompt
-from webrl.policy.prompt import VISION_PLACEHOLDER, Message
+from webrl.chat.client import ChatClient
+from webrl.chat.messages import ChatMessage, SamplingParams
+from webrl.chat.tokens import END_OF_TURN_TOKENS, VISION_TOKENS
+from webrl.policy.loci.policy import Evidence, LociConfig, Role, gather_evidence, render_role_prompt
+from webrl.policy.prompt import Message, render_chatml
 from webrl.types import Image
+
+
+def role_prompt(system: str, user: str, images: Sequence[Image]) -> str:
+    """ChatML of one role call: the system prompt, then one user turn with the images before the text."""
+    text, _ = render_chatml([Message("system", [system]), Message("user", [*images, user])])
+    return text
 
 
 class ModelRole:
@@ -32,9 +40,8 @@ class ModelRole:
         self.model, self.processor = model, processor
         self.max_new_tokens, self.min_pixels, self.max_pixels = max_new_tokens, min_pixels, max_pixels
         vocab = processor.tokenizer.get_vocab()
-        self.stop_ids = [vocab[t] for t in ("<|im_end|>", "<|endoftext|>") if t in vocab]
-        self.suppress_ids = [vocab[t] for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>",
-                                                "<|vision_end|>") if t in vocab]
+        self.stop_ids = [vocab[t] for t in END_OF_TURN_TOKENS if t in vocab]
+        self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
 
     @classmethod
     def from_generator(cls, generator, **kw) -> "ModelRole":
@@ -46,9 +53,7 @@ class ModelRole:
     def __call__(self, system: str, user: str, images: Sequence[Image]) -> str:
         import torch
 
-        text = (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n"
-                f"{VISION_PLACEHOLDER * len(images)}{user}<|im_end|>\n<|im_start|>assistant\n")
-        kwargs = dict(text=[text], return_tensors="pt")
+        kwargs = dict(text=[role_prompt(system, user, images)], return_tensors="pt")
         if images:
             kwargs.update(images=[im.to_pil() for im in images],
                           size={"shortest_edge": self.min_pixels, "longest_edge": self.max_pixels})
@@ -67,21 +72,26 @@ class EndpointRole:
     """A role played by a model behind an OpenAI-compatible /v1/chat/completions URL."""
 
     base_url: str
+    """Server root including /v1."""
     model: str = "default"
+    """Model name sent in each request."""
     api_key: str = "EMPTY"
+    """Bearer token sent to the server (local servers ignore it)."""
     timeout_s: float = 120.0
+    """Per-attempt timeout."""
     max_tokens: int = 256
+    """Most tokens per reply."""
+    max_retries: int = 2
+    """Retries after a timeout, connection error, 408, 409, 429 or 5xx."""
+    client: ChatClient = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.client = ChatClient(self.base_url, self.model, api_key=self.api_key, timeout_s=self.timeout_s,
+                                 max_retries=self.max_retries)
 
     def __call__(self, system: str, user: str, images: Sequence[Image]) -> str:
-        from webrl.policy.endpoint import openai_messages
-
-        messages = openai_messages([Message("system", [system]), Message("user", [*images, user])])
-        body = {"model": self.model, "messages": messages, "max_tokens": self.max_tokens, "temperature": 0.0}
-        req = urllib.request.Request(self.base_url.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json",
-                                              "Authorization": f"Bearer {self.api_key}"})
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-            return json.loads(resp.read())["choices"][0]["message"].get("content") or ""
+        messages = [ChatMessage("system", (system,)), ChatMessage("user", (*images, user))]
+        return self.client.chat(messages, SamplingParams(max_tokens=self.max_tokens, temperature=0.0)).text
 
 
 def make_role(source: str, generator=None, model_name: str = "default", **kw) -> Role:
@@ -102,7 +112,7 @@ def make_roles(config: LociConfig, generator=None, model_name: str = "default", 
 def loci_policy(inner, config: Optional[LociConfig] = None, generator=None, model_name: str = "default", **kw):
     """`LociPolicy` around `inner` with roles from `config`; "policy" roles use `generator`, else the
     inner policy's own model (`inner.generator` for a cascade, `inner` for a `GeneratorPolicy`)."""
-    from webrl.policy.loci import LociPolicy
+    from webrl.policy.loci.policy import LociPolicy
 
     config = config or LociConfig()
     if generator is None and "policy" in (config.locator, config.critic):

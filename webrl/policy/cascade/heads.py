@@ -37,9 +37,9 @@ Design choices (the method's text is an abstract; everything below is ours and c
   (press, goto, tabs, ...): it is never proposed, its mass lowers the heads' confidence.
 - Heads see inputs through a parameter-free LayerNorm: hidden-state scales differ by layer.
 
-Training (frozen generator, features cached once): `webrl.policy.heads_train`. Inference and how
-head-decided turns enter the policy-gradient batch: `webrl.policy.cascade`. The heads need each
-step's boxes and options: `webrl.policy.head_features.MarkedObservation` carries them.
+Training (frozen generator, features cached once): `webrl.policy.cascade.train`. Inference and how
+head-decided turns enter the policy-gradient batch: `webrl.policy.cascade.policy`. The heads need each
+step's boxes and options: `webrl.policy.cascade.features.MarkedObservation` carries them.
 """
 from __future__ import annotations
 

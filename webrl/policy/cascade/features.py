@@ -6,7 +6,7 @@
     action_labels(action, elements, kinds) -> (kind, target, value) class indices
 
 Token spans. Visual tokens of the current screenshot (the prompt's last image) come from
-`image_grid_thw` (`webrl.policy.heads.box_token_indices`). Text spans (the goal, an element's
+`image_grid_thw` (`webrl.policy.cascade.heads.box_token_indices`). Text spans (the goal, an element's
 line, each listed option) are character spans of the rendered prompt mapped to tokens through
 the tokenizer's offsets on the prompt with every image placeholder expanded exactly as the
 processor expands it; the ids are checked equal to the processor's before any offset is used.
@@ -20,16 +20,17 @@ Notation: P prompt tokens, H hidden size, N elements, M options of one element.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 import torch
 
 from webrl.actions import Action
-from webrl.policy.heads import (KINDS_WITH_ELEMENT, HeadsConfig, box_token_indices, image_token_spans)
+from webrl.chat.tokens import IM_END
+from webrl.policy.cascade.heads import (KINDS_WITH_ELEMENT, HeadsConfig, box_token_indices, image_token_spans)
 from webrl.policy.prompt import RenderedPrompt
 from webrl.policy.types import Observation, PolicyRequest
-from webrl.types import Turn
+from webrl.types import Turn, TurnObservation
 
 ELEMENTS_HEADER = "Elements:\n"
 
@@ -46,7 +47,7 @@ class SoMElement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SoMElement":
-        """From an env element dict (observation_contract.md) or a stored record."""
+        """From an env element dict (`info["elements"]`, see `WebEnv`'s spec card) or a stored record."""
         return cls(int(d["id"]), tuple(float(v) for v in d["bbox"]), tuple(d.get("options") or ()),
                    str(d.get("role", "")), str(d.get("name", "")))
 
@@ -64,16 +65,14 @@ class MarkedObservation(Observation):
         elements = tuple(SoMElement.from_dict(e) for e in (info or {}).get("elements", ()))
         return cls(**{k: getattr(base, k) for k in base.__dataclass_fields__}, elements=elements)
 
-    def to_record(self) -> dict[str, Any]:
-        record = super().to_record()
-        record["elements"] = [asdict(e) for e in self.elements]
-        return record
+    def to_record(self) -> TurnObservation:
+        return replace(super().to_record(), elements=[asdict(e) for e in self.elements])
 
 
 def marked_from_turn(turn: Turn, goal: str) -> MarkedObservation:
-    """Rebuild a logged turn's observation; `turn.observation["elements"]` must hold the boxes."""
+    """Rebuild a logged turn's observation; `turn.observation.elements` must hold the boxes."""
     base = Observation.from_turn(turn, goal)
-    elements = tuple(SoMElement.from_dict(e) for e in turn.observation.get("elements", ()))
+    elements = tuple(SoMElement.from_dict(e) for e in turn.observation.elements)
     return MarkedObservation(**{k: getattr(base, k) for k in base.__dataclass_fields__}, elements=elements)
 
 
@@ -161,7 +160,7 @@ def element_line_spans(text: str, ids: Sequence[int]) -> dict[int, tuple[int, in
     if head < 0:
         return {}
     start, spans = head + len(ELEMENTS_HEADER), {}
-    end_block = text.find("<|im_end|>", start)
+    end_block = text.find(IM_END, start)
     block_end = end_block if end_block >= 0 else len(text)
     for e in ids:
         for key in (f"[{e}] ", f"<e{e}> "):

@@ -11,7 +11,7 @@ Loop (per request; one image, one task or question)::
         stop if sufficient; else feedback = missing + the boxes already tried
 
 Roles are plain callables `role(system, user, images) -> text` (`Role`), so tests drive the loop
-with scripted roles; `webrl.policy.loci_roles` makes them from a local model ("policy") or an
+with scripted roles; `webrl.policy.loci.roles` makes them from a local model ("policy") or an
 OpenAI-compatible URL. Every reply is parsed strictly (`parse_locator`, `parse_critic`: one JSON
 object with exactly the expected keys and types; the text between the first "{" and the last "}"
 is parsed, so a reasoning preamble is tolerated). A failed parse (or a role that raises) is
@@ -33,7 +33,7 @@ boxes stay valid because the original keeps scale 1 at the origin (this is why L
 the cascade, `LociPolicy(CascadePolicy(...))`; the reverse cannot work, the cascade needs a
 `GeneratorPolicy` inside). Role calls are sequential, one request at a time.
 
-Departures (no paper text or code is public; REFERENCE.md quotes only the abstract): the JSON
+Departures (no paper text or code is public; we worked from the abstract only): the JSON
 formats, prompts (webrl/prompts/loci_*_v1.txt), crops being accumulated over rounds, the
 composite panel and the "missing + boxes tried" feedback are our design choices.
 """
@@ -48,12 +48,12 @@ from string import Template
 from typing import Callable, Optional, Sequence
 
 from webrl.actions import Action, ParseError
-from webrl.policy.loci_geometry import (BOX_SPACES, IntBox, box_to_pixels, clamp_box, composite_layout, crop_image,
+from webrl.policy.loci.geometry import (BOX_SPACES, IntBox, box_to_pixels, clamp_box, composite_layout, crop_image,
                                         render_composite, upscaled_size)
 from webrl.policy.types import Decision, PolicyRequest
 from webrl.types import Image
 
-PROMPT_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPT_DIR = Path(__file__).resolve().parents[2] / "prompts"
 Role = Callable[[str, str, Sequence[Image]], str]
 """A Locator / Critic / answerer: (system prompt, user text, images) -> reply text."""
 
@@ -332,7 +332,7 @@ class LociPolicy:
     def __init__(self, inner, config: Optional[LociConfig] = None, locator: Optional[Role] = None,
                  critic: Optional[Role] = None):
         if locator is None or critic is None:
-            raise ValueError("LociPolicy needs locator and critic roles (see webrl.policy.loci_roles.make_roles)")
+            raise ValueError("LociPolicy needs locator and critic roles (see webrl.policy.loci.roles.make_roles)")
         self.inner, self.config = inner, config or LociConfig()
         self.locator, self.critic = locator, critic
         self.last_stats: list[LociStats] = []

@@ -1,0 +1,145 @@
+"""One `WebEnv` episode's browser state (its `Tabs`), and how its tabs settle after an action.
+
+After every action (and after the first page opens) the shell settles the episode before it
+observes: tabs the page opened are followed (the newest becomes active), closed ones are
+dropped, tabs a dialog flood blocked are closed, the active page is waited on until ready, a
+tab that may still be coming (a target=_blank click, `window.open`) gets a short wait, and
+every tab is checked against the allowlist. What happened comes back as feedback notes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from webrl.envs.browser import BrowserConfig, EpisodeEvents
+from webrl.envs.execute import PageUnresponsive
+from webrl.envs.readiness import is_responsive, wait_until_ready
+from webrl.envs.safety import Deadline, DomainAllowlist, close_page_quietly, guard_tab_urls
+from webrl.envs.task import OriginAlias, Task
+
+
+class Tabs:
+    """An episode's open tabs in opening order; `active` indexes the observed tab."""
+
+    def __init__(self, context: Any):
+        self.context = context
+        self.pages: list[Any] = []
+        self.active = 0
+        self.titles: dict[int, str] = {}  # id(page) -> last title read
+
+    @property
+    def page(self) -> Any:
+        return self.pages[self.active]
+
+    def add(self, page: Any, follow: bool = True) -> int:
+        if page not in self.pages:
+            self.pages.append(page)
+        if follow:
+            self.active = self.pages.index(page)
+        return self.pages.index(page)
+
+    def prune(self) -> list[str]:
+        """Forget closed tabs; keep `active` on the same tab, or the previous one if it closed."""
+        notes, kept = [], []
+        for index, page in enumerate(self.pages):
+            if page.is_closed():
+                notes.append(f"Tab {index} was closed")
+                if index < self.active or (index == self.active and self.active > 0):
+                    self.active -= 1
+            else:
+                kept.append(page)
+        self.pages = kept
+        self.active = min(max(self.active, 0), max(len(kept) - 1, 0))
+        return notes
+
+
+@dataclass
+class Episode:
+    """The running episode of one env.
+
+    generation: the `BrowserSession.generation` its context was opened in (a relaunch makes
+        it stale). elements / screenshot_size: of the last observation (actions address them).
+    alias: the task's stable origin for a local server's real one (None: real URLs shown).
+    """
+
+    task: Task
+    context: Any
+    tabs: Tabs
+    events: EpisodeEvents
+    allowlist: DomainAllowlist
+    generation: int
+    max_steps: int
+    steps: int = 0
+    env_time_s: float = 0.0
+    elements: list = field(default_factory=list)
+    screenshot_size: tuple = (0, 0)
+    done: bool = False
+    alias: Optional[OriginAlias] = None
+
+
+def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before: tuple[Any, str],
+           description: str = "") -> list[str]:
+    """Follow new tabs, drop closed ones, close flooded ones, wait for readiness; the notes.
+
+    before: (active page, its URL) before the action, to report a navigation the action's
+    `description` does not already mention.
+    """
+    events, tabs = episode.events, episode.tabs
+    for page in events.flooded_pages:
+        if page is tabs.page:
+            raise PageUnresponsive("the page opened dialogs in a loop")
+        close_page_quietly(page)
+    events.flooded_pages.clear()
+    notes, new_pages = events.drain()
+    notes += tabs.prune()
+    opened = _follow_new_tabs(episode, new_pages, notes)
+    ready = _wait_ready(episode, browser, deadline)
+    if ready is not None and ready.get("blockedPopups"):
+        notes.append(f"Blocked {ready['blockedPopups']} popup(s) opened without a user action")
+    if ready is not None and ready.get("popup") and not opened:
+        try:  # a link with target=_blank or window.open: its tab arrives a little later
+            episode.context.wait_for_event("page", timeout=deadline.timeout_ms(browser.popup_wait_s))
+        except PlaywrightTimeout:
+            pass
+        more_notes, more_pages = events.drain()
+        notes += more_notes
+        if _follow_new_tabs(episode, more_pages, notes):
+            _wait_ready(episode, browser, deadline)
+    guard_tab_urls(tabs.pages, episode.allowlist, notes.append)
+    if tabs.page is before[0] and tabs.page.url != before[1] and tabs.page.url not in description:
+        notes.append(f"Page navigated to {tabs.page.url}")
+    final_notes, _ = events.drain()  # dialogs / blocks that happened while waiting
+    return notes + final_notes
+
+
+def _follow_new_tabs(episode: Episode, pages: list, notes: list[str]) -> bool:
+    """Add tabs the page opened and make the newest one active; True if there was one."""
+    opened = False
+    for page in pages:
+        if not page.is_closed():
+            index = episode.tabs.add(page, follow=True)
+            notes.append(f"New tab opened (tab {index}): {page.url}")
+            opened = True
+    if not episode.tabs.pages:
+        raise PageUnresponsive("every tab of the episode was closed")
+    return opened
+
+
+def _wait_ready(episode: Episode, browser: BrowserConfig, deadline: Deadline) -> Optional[dict]:
+    page = episode.tabs.page
+    # the first observation of an episode waits for the page load like a navigation does
+    cap = browser.ready_timeout_s if episode.steps else max(browser.ready_timeout_s, browser.load_timeout_s)
+    ready = wait_until_ready(page, browser, deadline.timeout_s(cap), token=episode.steps)
+    if ready is None and not is_responsive(page, min(browser.responsive_probe_s, max(deadline.remaining(), 0.1))):
+        raise PageUnresponsive("the page stopped responding (a script may be looping)")
+    return ready
+
+
+def count_repeats(notes: list[str]) -> list[str]:
+    """Identical notes once, in first-seen order, with "(xN)" when repeated (blocked trackers)."""
+    counts: dict[str, int] = {}
+    for note in notes:
+        counts[note] = counts.get(note, 0) + 1
+    return [note if n == 1 else f"{note} (x{n})" for note, n in counts.items()]

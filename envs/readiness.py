@@ -1,0 +1,146 @@
+"""Readiness instead of sleeps: when a page is ready to be observed after an action.
+
+The OpenWebRL reproduction measured 11.5 s/step with fixed sleeps and networkidle waits, 4.2
+s/step with readiness checks. After an action, `wait_until_ready` waits for (1) the document
+load state, (2) no in-flight fetch/XHR, capped by a short network-quiet limit (long-polling
+pages never go quiet), and (3) a short window with no DOM mutation. All three are read from
+one in-page probe (`READINESS_INIT_SCRIPT`, installed in every context by `BrowserSession`),
+polled by Playwright's `wait_for_function`, whose timeout is enforced outside the page, so a
+page that loops forever cannot hang the caller. Playwright's `networkidle` (500 ms of silence,
+always paid) is not used.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from playwright.sync_api import Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+if TYPE_CHECKING:  # browser.py imports this module: no import cycle at run time
+    from webrl.envs.browser import BrowserConfig
+
+# Installed in every document before page scripts run: the readiness probe's state.
+# lastMutation ignores our own data-webrl-* marks; inflight counts fetch/XHR started by the page.
+READINESS_INIT_SCRIPT = r"""
+(() => {
+  if (window.__webrl) return;
+  const s = window.__webrl = {lastMutation: performance.now(), inflight: 0, lastNet: 0,
+                              navigating: -1e9, popupHint: -1e9, blockedPopups: 0, popupBudget: 0, lastGesture: -1e9,
+                              token: null, waitStart: 0};
+  const touch = () => { s.lastNet = performance.now(); };
+  new MutationObserver((records) => {
+    for (const r of records) {
+      if (!(r.attributeName || '').startsWith('data-webrl-')) { s.lastMutation = performance.now(); return; }
+    }
+  }).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  const origFetch = window.fetch;
+  if (origFetch) {
+    window.fetch = function (...args) {
+      s.inflight += 1; touch();
+      return origFetch.apply(this, args).finally(() => { s.inflight -= 1; touch(); });
+    };
+  }
+  const origSend = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function (...args) {
+    s.inflight += 1; touch();
+    this.addEventListener('loadend', () => { s.inflight -= 1; touch(); }, {once: true});
+    return origSend.apply(this, args);
+  };
+  // A click on a link/form that targets another window, or window.open: a tab may be coming.
+  const hintPopup = () => { s.popupHint = performance.now(); };
+  addEventListener('click', (e) => {
+    const t = e.target && e.target.closest && e.target.closest('a[target], area[target], form[target], button, input');
+    const target = t && (t.getAttribute('target') || (t.form && t.form.getAttribute('target')) || '');
+    if (target && !['_self', '_top', '_parent'].includes(target.toLowerCase())) hintPopup();
+  }, true);
+  // Our own popup blocker: one window.open per trusted click / key press, within 1 s of it; any
+  // other call returns null. (Chromium's blocker stops applying to a page once Playwright has
+  // taken a screenshot of it, and its 5 s user activation lets a timer flood through.)
+  const grant = (e) => { if (e.isTrusted) { s.popupBudget = 1; s.lastGesture = performance.now(); } };
+  addEventListener('click', grant, true);
+  addEventListener('keydown', grant, true);
+  const origOpen = window.open;
+  window.open = function (...args) {
+    if (s.popupBudget < 1 || performance.now() - s.lastGesture > 1000) { s.blockedPopups += 1; return null; }
+    s.popupBudget -= 1;
+    hintPopup();
+    return origOpen.apply(this, args);
+  };
+  // A navigation away from this document started: the next document is coming.
+  addEventListener('beforeunload', () => { s.navigating = performance.now(); });
+  addEventListener('pagehide', () => { s.navigating = performance.now(); });
+  // A click on <a download> fires no beforeunload, yet a download event follows from the
+  // browser: hold the wait like a navigation so it is reported in this step's feedback.
+  addEventListener('click', (e) => {
+    const a = e.target && e.target.closest ? e.target.closest('a[download]') : null;
+    if (a) s.navigating = performance.now();
+  }, true);
+})();
+"""
+
+# Truthy when the page is ready: {popup: whether a new tab may have been requested since the
+# last ready answer, blockedPopups: window.open calls refused since then}. arg: {token, quietMs, networkCapMs, navigationGraceMs}. A navigation that
+# has not replaced this document within navigationGraceMs (blocked, turned into a download, or a
+# slow server) stops holding the wait: the page is then observed as it is.
+READINESS_PROBE = r"""
+(arg) => {
+  const s = window.__webrl;
+  if (!s) return document.readyState === 'complete' && {popup: false, blockedPopups: 0};
+  const now = performance.now();
+  if (s.token !== arg.token) { s.token = arg.token; s.waitStart = now; }
+  if (now - s.navigating < arg.navigationGraceMs || document.readyState !== 'complete') return false;
+  if (s.inflight > 0 && now - s.waitStart < arg.networkCapMs) return false;
+  if (now - s.lastMutation < arg.quietMs) return false;
+  const result = {popup: s.popupHint > -1e9, blockedPopups: s.blockedPopups};
+  s.popupHint = -1e9;
+  s.blockedPopups = 0;
+  return result;
+}
+"""
+
+
+def wait_until_ready(page: Page, config: BrowserConfig, timeout_s: float, token: int) -> Optional[dict]:
+    """Wait until `page` is loaded, network-quiet (capped) and DOM-quiet.
+
+    Returns {"popup": bool (a click or window.open may be opening a tab), "blockedPopups": int},
+    or None when
+    `timeout_s` ran out first (the caller observes the page as it is). Raises Playwright
+    errors (closed / crashed page) to the caller.
+    """
+    arg = {"token": token, "quietMs": config.dom_quiet_ms,
+           "networkCapMs": config.network_quiet_cap_s * 1000,
+           "navigationGraceMs": config.navigation_grace_s * 1000}
+    try:
+        handle = page.wait_for_function(READINESS_PROBE, arg=arg, polling=10,
+                                        timeout=max(1.0, timeout_s * 1000))
+    except PlaywrightTimeout:
+        return None
+    try:
+        value = handle.json_value()
+    finally:
+        handle.dispose()
+    return value if isinstance(value, dict) else {"popup": False, "blockedPopups": 0}
+
+
+def evaluate_with_timeout(page: Page, function_source: str, arg: Any, timeout_s: float) -> Any:
+    """`page.evaluate(function_source, arg)` whose timeout is enforced outside the page.
+
+    `page.evaluate` has no timeout and never returns from a page stuck in a script; Playwright's
+    `wait_for_function` does time out, so the function runs inside it wrapped to return a truthy
+    box. Raises playwright's TimeoutError after `timeout_s`.
+    """
+    wrapped = f"(arg) => ({{value: ({function_source})(arg)}})"
+    handle = page.wait_for_function(wrapped, arg=arg, timeout=max(1.0, timeout_s * 1000))
+    try:
+        return handle.json_value().get("value")
+    finally:
+        handle.dispose()
+
+
+def is_responsive(page: Page, timeout_s: float = 1.0) -> bool:
+    """Whether the page's main thread answers a trivial script within `timeout_s`."""
+    try:
+        page.wait_for_function("() => true", timeout=max(1.0, timeout_s * 1000))
+        return True
+    except PlaywrightTimeout:
+        return False

@@ -1,0 +1,107 @@
+"""Evaluation pieces: per-site/level summaries and tables, the Online-Mind2Web export, and the
+`Evaluator` (greedy + sampled episodes, the per-task outcome log) over stand-in coordinators."""
+import json
+
+import pytest
+
+from tests.helpers import sandbox_task
+
+
+def test_summary_counts_scored_trajectories_per_site_and_level():
+    from webrl.evaluation import success_table, summarize
+    from webrl.types import Trajectory
+
+    tasks = [sandbox_task("shop", 0), sandbox_task("shop", 0), sandbox_task("shop", 1), sandbox_task("wiki", 0), sandbox_task("wiki", 0)]
+    trajs = [Trajectory("a", reward=1.0), Trajectory("b", reward=0.0), Trajectory("c", reward=0.5),
+             Trajectory("d", reward=0.0), Trajectory("e", status="dropped", drop_reason="infra: x")]
+    s = summarize(tasks, trajs)
+    # scored: shop/l0 {1, 0} -> 50%; shop/l1 {0.5 > 0} -> 100%; wiki/l0 {0} -> 0% (the dropped one
+    # is not a failure); overall 2 successes of 4 scored = 50%
+    assert s.per_site_level == {"shop/l0": (0.5, 2), "shop/l1": (1.0, 1), "wiki/l0": (0.0, 1)}
+    assert s.success == 0.5 and s.dropped == 1 and s.tasks == 5
+    table = success_table(s)
+    assert "shop/l0                              2    50.0%" in table
+    assert "overall                              4    50.0%" in table and "1 of 5 trajectories dropped" in table
+
+
+def test_om2w_export_makes_task_ids_folder_safe_and_distinct(tmp_path):
+    from webrl.actions import Action
+    from webrl.evaluation import export_om2w
+    from webrl.types import Image, Trajectory, Turn
+
+    shot = Image(b"\x89PNG-not-decoded", "png")
+    def traj():
+        return Trajectory("widgets/l0/test/click/7", goal="Click OK",
+                          turns=[Turn(images=[shot], action=Action(kind="stop"))], reward=1.0)
+    folders = export_om2w([traj(), traj(), Trajectory("empty/one")], tmp_path)
+    assert [f.name for f in folders] == ["widgets_l0_test_click_7", "widgets_l0_test_click_7-2"]  # no turns: skipped
+    doc = json.loads((folders[1] / "result.json").read_text())
+    assert doc["task_id"] == "widgets_l0_test_click_7-2" and doc["task"] == "Click OK"
+    assert doc["action_history"][0]["action"].startswith("TASK_COMPLETE")
+
+
+
+
+class ScriptedCoordinator:
+    """`collect(tasks, iteration)` -> trajectories with the given rewards, G per task in task order
+    (as RolloutCoordinator groups them); None = a dropped trajectory."""
+
+    def __init__(self, rewards_per_task):
+        self.rewards_per_task, self.calls = rewards_per_task, []
+
+    def collect(self, tasks, iteration):
+        from webrl.types import Trajectory
+
+        self.calls.append(([t.spec.id for t in tasks], iteration))
+        out = []
+        for task, rewards in zip(tasks, self.rewards_per_task):
+            for r in rewards:
+                traj = Trajectory(task.spec.id, info={"task_reward": r})
+                if r is None:
+                    traj.drop("infra: test")
+                out.append(traj)
+        return out, None
+
+
+class FixedSource:
+    def __init__(self, tasks):
+        self.tasks = tasks
+
+
+def test_evaluator_logs_greedy_and_sampled_outcomes_per_task_in_draw_order(tmp_path):
+    from webrl.evaluator import Evaluator, sampled_line
+    from webrl.reward import ProgrammaticReward, score_trajectories
+
+    tasks = [sandbox_task("widgets", 0, f"t{i}") for i in range(3)]
+    greedy = ScriptedCoordinator([[1.0], [0.0], [None]])
+    sampled = ScriptedCoordinator([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [None, None, None]])
+    events = []
+    evaluator = Evaluator(FixedSource(tasks), greedy, lambda t: score_trajectories(ProgrammaticReward(), t),
+                          events.append, tmp_path / "outcomes.jsonl", tasks=3, seed=0, sampled=sampled,
+                          samples_per_task=3)
+    result = evaluator.evaluate("before", iteration=4)
+    # greedy: t0 solved, t1 failed, t2 dropped (not a failure): 1 of 2 scored
+    assert result.metrics["success"] == 0.5 and result.metrics["dropped"] == 1.0
+    # sampled: t0 2/3, t1 0/3, t2 all dropped (None, left out of the mean): (2/3 + 0) / 2 = 1/3
+    record = json.loads((tmp_path / "outcomes.jsonl").read_text())
+    assert record["outcomes"] == [["t0", 1.0], ["t1", 0.0], ["t2", None]]
+    assert record["sampled"] == [["t0", pytest.approx(2 / 3)], ["t1", 0.0], ["t2", None]]
+    assert (record["label"], record["iteration"]) == ("before", 4)
+    assert result.metrics["success_sampled"] == pytest.approx(1 / 3)
+    (event,) = events
+    assert event["stage"] == "eval" and event["success_sampled"] == pytest.approx(1 / 3)
+    assert event["time_eval_s"] >= 0 and event["time_eval_sampled_s"] >= 0
+    assert sampled_line(result.metrics, 0.8, 3) == "overall, sampled at temperature 0.8 (3 per task): 33.3%"
+    evaluator.evaluate("after", iteration=5)  # the same tasks again, in the same order: paired comparisons
+    assert greedy.calls == [(["t0", "t1", "t2"], 4), (["t0", "t1", "t2"], 5)]
+    assert len((tmp_path / "outcomes.jsonl").read_text().splitlines()) == 2
+
+
+def test_evaluator_without_tasks_does_nothing_and_sampling_needs_a_coordinator(tmp_path):
+    from webrl.evaluator import Evaluator
+
+    greedy = ScriptedCoordinator([])
+    assert Evaluator(FixedSource([]), greedy, None, None, tmp_path / "o.jsonl", tasks=0, seed=0).evaluate("x", 0).metrics == {}
+    assert greedy.calls == [] and not (tmp_path / "o.jsonl").exists()
+    with pytest.raises(ValueError, match="samples_per_task > 0 needs a sampled coordinator"):
+        Evaluator(FixedSource([]), greedy, None, None, tmp_path / "o.jsonl", tasks=1, seed=0, samples_per_task=2)

@@ -1,0 +1,163 @@
+"""`RunActors`: Ray and every actor of a run, started and stopped in one place.
+
+    actors = RunActors(config, run_dir, placement_group=None)
+    actors.start_ray()
+    slots = actors.start_env_workers()                      # [(EnvWorker actor, slot index), ...]
+    greedy = actors.start_inference(model_path, greedy_generator, index=N)   # the evaluation worker
+    rollout = actors.start_inference(model_path, config.generator, index=0, count=N)
+    learner = actors.start_learner(config.learner, run)     # a LearnerGroup; shut down in close()
+    actors.sync_weights(learner, version)                   # learner weights -> every inference worker
+    actors.close()
+
+Nothing else in the loop talks to Ray: the coordinators call the handles they are given, the
+learner is a `LearnerGroup`, and the trainer asks this object for both.
+
+Placement: given a placement group (a Tune trial's), every actor goes into its own bundle of it
+(`bundle_layout`): bundle 0 is the trial's driver, then the learner ranks, the rollout inference
+workers, the greedy evaluation worker and the env workers. Without one, actors are scheduled
+freely on a local Ray instance (its temp dir inside the run folder) or on the cluster of
+`resources.ray_address` / `RAY_ADDRESS`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from webrl.train_config import WebRLConfig, bundle_layout
+
+
+class RunActors:
+    """Owns Ray (when it started it), env workers, inference workers and learner groups."""
+
+    def __init__(self, config: WebRLConfig, run_dir: Path, placement_group: Any = None):
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.placement_group = placement_group
+        self.layout = bundle_layout(config.resources)
+        self.env_workers: list = []
+        self.inference: list = []
+        self.learners: list = []
+        self._ray_started = False
+
+    # -- Ray ------------------------------------------------------------------------------------
+    def start_ray(self) -> None:
+        """Join the caller's Ray (a Tune trial), a cluster, or start a local instance."""
+        import ray
+
+        from webrl.ray_local import start_local_ray
+
+        cfg = self.config.resources
+        os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(self.run_dir / "torch_extensions"))
+        env_vars = {"RAY_USAGE_STATS_ENABLED": os.environ.get("RAY_USAGE_STATS_ENABLED", "0"),
+                    "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+                    "TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"]}
+        if ray.is_initialized():
+            return
+        address = cfg.ray_address or os.environ.get("RAY_ADDRESS", "")
+        if address:  # a cluster (e.g. inside `ray job submit`): its own temp dir and CPUs
+            taken = _job_env_vars()  # Ray refuses a driver env var the job's runtime env also sets
+            ray.init(address=address, runtime_env={"env_vars": {k: v for k, v in env_vars.items() if k not in taken}},
+                     log_to_driver=False)
+        else:
+            needed = sum(b.get("CPU", 0.0) for b in self.layout.bundles[1:])
+            num_cpus = cfg.num_cpus or max(int(needed + 0.999), os.cpu_count() or 1)
+            start_local_ray(num_cpus, _ray_temp_dir(self.run_dir), env_vars)
+        self._ray_started = True
+
+    # -- actors ---------------------------------------------------------------------------------
+    def start_env_workers(self) -> list[tuple[Any, int]]:
+        """`resources.num_env_workers` EnvWorkers; returns their episode slots (worker, index)."""
+        from webrl.rollout.placement import start_env_workers
+
+        res = self.config.resources
+        workers = start_env_workers(self.config.env, res.num_env_workers, cpus_per_worker=res.cpus_per_env_worker,
+                                    placement_group=self.placement_group, bundle_offset=self.layout.env)
+        self.env_workers += workers
+        return [(w, i) for w in workers for i in range(self.config.env.num_slots)]
+
+    def start_inference(self, model_path: str, generator: Any, index: int, count: int = 1,
+                        endpoint: bool = False) -> list:
+        """`count` inference workers from bundle `layout.inference + index` on, each serving the
+        run's policy stack over `generator` on `model_path` (`endpoint`: eval.endpoint instead)."""
+        from webrl.evaluation import EndpointEngineFactory, endpoint_config
+        from webrl.rollout.engines import GeneratorEngineFactory
+        from webrl.rollout.placement import start_inference_workers
+
+        res = self.config.resources
+        if endpoint:
+            factory: Any = EndpointEngineFactory(endpoint_config(self.config))
+        else:
+            factory = GeneratorEngineFactory(model_path, generator, dtype=self.config.model.dtype,
+                                             device="cuda" if res.gpus_per_inference_worker else None,
+                                             policy=self.config.policy)
+        workers = start_inference_workers(factory, self.config.inference, count,
+                                          cpus_per_worker=res.cpus_per_inference_worker,
+                                          gpus_per_worker=0.0 if endpoint else res.gpus_per_inference_worker,
+                                          placement_group=self.placement_group,
+                                          bundle_offset=self.layout.inference + index)
+        self.inference += workers
+        return workers
+
+    def start_learner(self, section: Any, run: Any) -> Any:
+        """A `LearnerGroup` of `resources.learner_ranks` ranks for `section` (the RL or the SFT
+        learner config) and `run` (what the run derives: model path, seed, temperature, pixels)."""
+        from webrl.learner import LearnerGroup
+
+        res = self.config.resources
+        per_rank = {"CPU": res.cpus_per_learner_rank}
+        if res.gpus_per_learner_rank:
+            per_rank["GPU"] = res.gpus_per_learner_rank
+        placement = ({"placement_group": self.placement_group, "bundle_offset": self.layout.learner}
+                     if self.placement_group is not None else {})
+        learner = LearnerGroup(section, run, num_ranks=res.learner_ranks, resources_per_rank=per_rank,
+                               env_vars={"TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"]}, **placement)
+        self.learners.append(learner)
+        return learner
+
+    def stop_learner(self, learner: Any) -> None:
+        learner.shutdown()
+        self.learners = [g for g in self.learners if g is not learner]
+
+    def sync_weights(self, learner: Any, version: int) -> None:
+        """The learner's current weights into every inference worker, stamped `version`."""
+        import ray
+
+        ref = learner.get_weights_ref()
+        ray.get([a.set_weights.remote(ref, version) for a in self.inference])
+
+    def close(self) -> None:
+        """Close browsers, shut learners down, free our actors in someone else's Ray, stop ours."""
+        import ray
+
+        for w in self.env_workers:
+            try:
+                ray.get(w.close.remote(), timeout=30)
+            except Exception:  # already dead: nothing to close
+                pass
+        for learner in self.learners:
+            learner.shutdown()
+        if not self._ray_started and ray.is_initialized():  # a Tune trial's Ray: free our actors only
+            for actor in [*self.env_workers, *self.inference]:
+                ray.kill(actor)
+        self.env_workers, self.inference, self.learners = [], [], []
+        if self._ray_started:
+            ray.shutdown()
+            self._ray_started = False
+
+
+def _ray_temp_dir(run_dir: Path) -> str:
+    """Ray's temp dir inside the run folder, unless the path is too long for its sockets."""
+    candidate = run_dir / "ray"
+    if len(str(candidate)) <= 48:
+        candidate.mkdir(parents=True, exist_ok=True)
+        return str(candidate)
+    return tempfile.mkdtemp(prefix="webrl-ray-")
+
+
+def _job_env_vars() -> dict[str, str]:
+    """The env vars of the runtime env of the Ray job this driver runs in (none outside a job)."""
+    job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+    return dict((job.get("runtime_env") or {}).get("env_vars") or {})

@@ -1,0 +1,76 @@
+"""`start_parts`: the rollout side of a run, wired over the actors `RunActors` started.
+
+    parts = start_parts(config, actors, model_path, run_dir, log, rollout=True)
+    parts.coordinator.collect(tasks, iteration)     # G trajectories per task (rollout=True only)
+    parts.evaluator.evaluate("before", iteration)   # held-out success
+    score_trajectories(parts.reward_fn, trajectories)
+
+Actors, in start order (the order fixes their bundles and is kept for reproducibility): env
+workers (`resources.num_env_workers`, `env.num_slots` episode slots each), the greedy evaluation
+inference worker (bundle `layout.inference + num_inference_workers`; eval.endpoint's engine when
+only evaluating), then the rollout's inference workers (bundles `layout.inference + 0..N-1`),
+or, when only evaluating with eval.samples_per_task, one sampler of its own. Every inference
+worker serves `config.policy`'s wrapper stack; greedy evaluation differs only in decoding.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from webrl.evaluator import Evaluator
+from webrl.reward import build_reward, score_trajectories
+from webrl.rollout import ProgressBar, RolloutCoordinator, TrajectoryLog
+from webrl.task_sources import draw_tasks, task_rng, task_sources
+from webrl.train_config import WebRLConfig
+
+
+@dataclass
+class RunParts:
+    """reward_fn: scores trajectories in place. train_source: where training tasks are drawn.
+    evaluator: held-out evaluation. coordinator: the rollout (None when only evaluating).
+    collector: an AsyncCollector over the coordinator when rollout.mode=async, else None."""
+
+    reward_fn: Any
+    train_source: Any
+    evaluator: Evaluator
+    coordinator: Optional[RolloutCoordinator] = None
+    collector: Any = None
+
+
+def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path, log: Callable,
+                rollout: bool, iteration: int = 0) -> RunParts:
+    """Rewards, task sources, env workers, inference workers, coordinators and the evaluator.
+    `rollout=False`: only what an evaluation needs (eval.endpoint served when one is set)."""
+    cfg, res = config, config.resources
+    reward_fn = build_reward(cfg.reward)
+    train_source, eval_source = task_sources(cfg.tasks, max_steps=cfg.rollout.max_turns)
+    slots = actors.start_env_workers()
+    trajectory_log = TrajectoryLog(run_dir)
+    greedy = dataclasses.replace(cfg.generator, sampling=dataclasses.replace(cfg.generator.sampling, greedy=True))
+    greedy_worker = actors.start_inference(model_path, greedy, res.num_inference_workers,
+                                           endpoint=bool(cfg.eval.endpoint) and not rollout)
+    greedy_coordinator = RolloutCoordinator(slots, greedy_worker, dataclasses.replace(cfg.rollout, group_size=1),
+                                            on_trajectory=None if rollout else trajectory_log, progress=ProgressBar())
+    sampler: list = []
+    coordinator = None
+    if rollout:
+        sampler = actors.start_inference(model_path, cfg.generator, 0, res.num_inference_workers)
+        coordinator = RolloutCoordinator(slots, sampler, cfg.rollout, on_trajectory=trajectory_log,
+                                         progress=ProgressBar())
+    sampled = None
+    if cfg.eval.samples_per_task:  # the rollout's sampler; one of its own when only evaluating
+        sampler = sampler or actors.start_inference(model_path, cfg.generator, 0)
+        sampled = RolloutCoordinator(slots, sampler, dataclasses.replace(cfg.rollout, group_size=cfg.eval.samples_per_task),
+                                     on_trajectory=None, progress=ProgressBar())
+    evaluator = Evaluator(eval_source, greedy_coordinator, lambda t: score_trajectories(reward_fn, t), log,
+                          run_dir / "eval_outcomes.jsonl", tasks=cfg.tasks.eval_tasks, seed=cfg.run.seed,
+                          sampled=sampled, samples_per_task=cfg.eval.samples_per_task)
+    collector = None
+    if coordinator is not None and cfg.rollout.mode == "async":  # draws on the collector's own thread and RNG
+        from webrl.rollout import AsyncCollector
+
+        rng = task_rng(cfg.run.seed, "rl", 10**6 + iteration)
+        collector = AsyncCollector(coordinator, lambda: draw_tasks(train_source, rng, 1)[0], progress=ProgressBar())
+    return RunParts(reward_fn, train_source, evaluator, coordinator, collector)

@@ -145,12 +145,3 @@ def trainable_named_parameters(module: PolicyModule) -> list[tuple[str, nn.Param
     """(name, param) of the trainable parameters of the HF model, named as in its state_dict
     (value head excluded: the inference side has none)."""
     return [(name, p) for name, p in module.model.named_parameters() if p.requires_grad]
-
-
-@torch.no_grad()
-def reference_logprobs(reference: nn.Module, input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor,
-                       pixel_values: Optional[Tensor], image_grid_thw: Optional[Tensor],
-                       temperature: float) -> Tensor:
-    """(B, T) log-probs of a frozen reference `PolicyModule` (no grad, no entropy kept)."""
-    logprobs, _, _ = reference(input_ids, attention_mask, loss_mask, pixel_values, image_grid_thw, temperature)
-    return logprobs

@@ -238,18 +238,21 @@ class BrowserSession:
         return next(iter(_browser_pids(os.getpid(), self._marker)), None)
 
     # -- episodes ----------------------------------------------------------------------------
-    def new_context(self, viewport: Optional[tuple[int, int]] = None) -> BrowserContext:
+    def new_context(self, viewport: Optional[tuple[int, int]] = None, record_har_path: str = "") -> BrowserContext:
         """A fresh isolated context with the readiness probe installed; downloads refused.
 
         `viewport` (width, height) defaults to this session's config; envs sharing a session
-        pass their own.
+        pass their own. `record_har_path`: write the context's traffic there as a HAR (bodies
+        embedded) when it closes; "" records nothing (`webrl.envs.recording`).
         """
         self.ensure_alive()
         width, height = viewport or self.viewport
+        har = {"record_har_path": record_har_path, "record_har_content": "embed",
+               "record_har_mode": "minimal"} if record_har_path else {}
         context = self.browser.new_context(
             viewport={"width": width, "height": height}, device_scale_factor=1,
             accept_downloads=False, service_workers="block", locale="en-US",
-            timezone_id="UTC")
+            timezone_id="UTC", **har)
         context.add_init_script(READINESS_INIT_SCRIPT)
         return context
 

@@ -1,8 +1,13 @@
-"""`WebEnvConfig`: the env's config, one section per component (browser, observation, safety).
+"""`WebEnvConfig`: the env's config, one section per component (browser, observation, safety,
+recording).
 
 Each section is the component's own dataclass, so a component receives only its section.
 `WebEnvConfig.from_dict` builds one from plain nested dicts (YAML / OmegaConf / Ray
 `env_config`), naming any unknown key.
+
+One setting crosses sections: `safety.network.resolver_overrides` is also handed to Chromium as
+`--host-resolver-rules` (appended to `browser.extra_args`), so the network guard and the
+browser resolve those names alike.
 """
 from __future__ import annotations
 
@@ -11,10 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
 from webrl.envs.browser import BrowserConfig
+from webrl.envs.network import chromium_resolver_rules
 from webrl.envs.observation import ObservationConfig
+from webrl.envs.recording import RecordingConfig
 from webrl.envs.safety import SafetyConfig
 
-_SECTIONS = {"browser": BrowserConfig, "observation": ObservationConfig, "safety": SafetyConfig}
+_SECTIONS = {"browser": BrowserConfig, "observation": ObservationConfig, "safety": SafetyConfig,
+             "recording": RecordingConfig}
 
 
 @dataclass
@@ -27,6 +35,8 @@ class WebEnvConfig:
     """Set-of-Mark drawing and element limits."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
     """Time limits, domain policy, dialogs, tabs."""
+    recording: RecordingConfig = field(default_factory=RecordingConfig)
+    """Record each episode's traffic to a HAR file, or replay episodes from them (off by default)."""
     max_steps: int = 0
     """Truncate episodes after this many steps; 0 = each task's own `spec.max_steps`."""
 
@@ -37,6 +47,13 @@ class WebEnvConfig:
                 setattr(self, name, _build(cls, value, f"WebEnvConfig.{name}"))
             elif not isinstance(value, cls):
                 raise TypeError(f"WebEnvConfig.{name} must be a {cls.__name__} or a dict, got {type(value).__name__}")
+        rules = chromium_resolver_rules(self.safety.network.resolver_overrides)
+        given = [a for a in self.browser.extra_args if a.startswith("--host-resolver-rules=")]
+        if rules and given and given != [rules]:
+            raise ValueError(f"WebEnvConfig.browser.extra_args has {given} but "
+                             f"safety.network.resolver_overrides needs {rules!r}: set only the overrides")
+        if rules and not given:
+            self.browser.extra_args = (*self.browser.extra_args, rules)
         if not isinstance(self.max_steps, int) or self.max_steps < 0:
             raise ValueError(f"WebEnvConfig.max_steps must be an int >= 0, got {self.max_steps!r}")
 

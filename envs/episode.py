@@ -16,6 +16,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from webrl.envs.browser import BrowserConfig, EpisodeEvents
 from webrl.envs.execute import PageUnresponsive
 from webrl.envs.readiness import is_responsive, wait_until_ready
+from webrl.envs.recording import EpisodeRecording
 from webrl.envs.safety import Deadline, DomainAllowlist, close_page_quietly, guard_tab_urls
 from webrl.envs.task import OriginAlias, Task
 
@@ -62,6 +63,7 @@ class Episode:
     generation: the `BrowserSession.generation` its context was opened in (a relaunch makes
         it stale). elements / screenshot_size: of the last observation (actions address them).
     alias: the task's stable origin for a local server's real one (None: real URLs shown).
+    recording: the HAR it records to or replays from (None: recording off).
     """
 
     task: Task
@@ -77,6 +79,7 @@ class Episode:
     screenshot_size: tuple = (0, 0)
     done: bool = False
     alias: Optional[OriginAlias] = None
+    recording: Optional[EpisodeRecording] = None
 
 
 def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before: tuple[Any, str],

@@ -17,9 +17,12 @@ Formats (fields as the public releases spell them):
 
 Departures from the releases: `level`/`difficulty` words map to `TaskSpec.level` 0/1/2 (easy /
 medium / hard; other words keep level 0 and the word stays in `params`). The allowed domains
-are the start URL's host plus its registrable parent ("www.amazon.com" also allows
-"amazon.com"), since live sites hop between `www.` and the bare host; anything wider (CDNs,
-login providers) is the safety config's business, not the loader's.
+are the start URL's host plus its registrable domain ("www.amazon.com" also allows
+"amazon.com" and so every *.amazon.com; "smile.amazon.co.uk" allows "amazon.co.uk",
+`webrl.envs.network.site_domains`), since live sites hop between sibling hosts. These bound
+top-level navigation only: live-web envs run with `SafetyConfig(subresource_policy=
+LIVE_WEB_SUBRESOURCE_POLICY)` ("public"), under which CDNs' stylesheets, scripts and images
+load from any public host and nothing reaches an internal address.
 """
 from __future__ import annotations
 
@@ -29,12 +32,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 from urllib.parse import urlparse
 
+from webrl.envs.network import site_domains
 from webrl.envs.task import TaskSpec
 from webrl.envs.web_env import LiveWebTask  # reward value None: a judge scores live sites
 
 FORMATS = ("online_mind2web", "webvoyager", "deepshop")
 LEVEL_WORDS = {"easy": 0, "medium": 1, "hard": 2}
 DEFAULT_MAX_STEPS = 30
+LIVE_WEB_SUBRESOURCE_POLICY = "public"
 
 
 class TaskLoadError(ValueError):
@@ -130,9 +135,8 @@ def _url_field(row: dict, name: str) -> str:
 
 
 def _allowed_domains(url: str) -> tuple[str, ...]:
-    host = urlparse(url).netloc.lower()
-    parent = host[4:] if host.startswith("www.") else ""
-    return (host, parent) if parent else (host,)
+    """The start host and its registrable domain; a host:port stays exact."""
+    return site_domains((urlparse(url).netloc.lower(),))
 
 
 def _level(word: Any) -> int:

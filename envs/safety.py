@@ -24,15 +24,17 @@ Everything here is installed per `BrowserContext` (= per episode) and reports th
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 from urllib.parse import urljoin, urlsplit
 
 from webrl.envs.browser import EpisodeEvents
+from webrl.envs.network import NetworkPolicyConfig, install_public_web_guard
 
 DIALOG_POLICIES = ("accept", "dismiss")
-SUBRESOURCE_POLICIES = ("allowlist", "any")
+SUBRESOURCE_POLICIES = ("allowlist", "any", "public")
 
 
 @dataclass
@@ -59,7 +61,11 @@ class SafetyConfig:
     """Timeout of that document fetch."""
     subresource_policy: str = "allowlist"
     """"allowlist": every request must target an allowed domain; "any": only navigations
-    (documents) are checked, images/scripts/XHR may come from any host (live-web CDNs)."""
+    (documents) are checked, images/scripts/XHR may come from any host; "public" (live web):
+    top-level navigations stay on the allowed domains, everything else may reach public hosts
+    only, WebSockets and redirect hops included (`webrl.envs.network`)."""
+    network: NetworkPolicyConfig = field(default_factory=NetworkPolicyConfig)
+    """Internal address ranges and name resolution of the "public" policy (a dict is accepted)."""
 
     def __post_init__(self) -> None:
         for name in ("step_timeout_s", "episode_timeout_s", "action_timeout_s", "redirect_check_timeout_s"):
@@ -74,6 +80,22 @@ class SafetyConfig:
         if self.subresource_policy not in SUBRESOURCE_POLICIES:
             raise ValueError(f"SafetyConfig.subresource_policy must be one of {SUBRESOURCE_POLICIES}, "
                              f"got {self.subresource_policy!r}")
+        if isinstance(self.network, dict):
+            names = {f.name for f in dataclasses.fields(NetworkPolicyConfig)}
+            unknown = sorted(set(self.network) - names)
+            if unknown:
+                raise ValueError(f"SafetyConfig.network: unknown keys {unknown}; allowed: {sorted(names)}")
+            self.network = NetworkPolicyConfig(**self.network)
+        elif not isinstance(self.network, NetworkPolicyConfig):
+            raise TypeError(f"SafetyConfig.network must be a NetworkPolicyConfig or a dict, "
+                            f"got {type(self.network).__name__}")
+        if self.subresource_policy != "public":  # only resolver_overrides also applies (to Chromium)
+            default = NetworkPolicyConfig()
+            unused = [f.name for f in dataclasses.fields(NetworkPolicyConfig) if f.name != "resolver_overrides"
+                      and getattr(self.network, f.name) != getattr(default, f.name)]
+            if unused:
+                raise ValueError(f"SafetyConfig.network.{unused[0]} applies only with subresource_policy='public' "
+                                 f"(got {self.subresource_policy!r})")
 
 
 class StepTimeLimit(RuntimeError):
@@ -197,7 +219,11 @@ def install_guards(context: Any, allowlist: DomainAllowlist, events: EpisodeEven
             return
         events.new_pages.append(page)
 
-    context.route("**/*", RequestGuard(allowlist, events, config))
+    if config.subresource_policy == "public":
+        install_public_web_guard(context, allowlist, events, config.network,
+                                 config.redirect_check_timeout_s)
+    else:
+        context.route("**/*", RequestGuard(allowlist, events, config))
     context.on("page", on_page)
 
 

@@ -29,6 +29,7 @@ from webrl.envs.episode import Episode, Tabs, count_repeats, settle
 from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, execute_action
 from webrl.envs.observation import (AnyText, blank_observation, build_observation, collect_elements,
                                     observation_space, tabs_text)
+from webrl.envs.recording import Recorder
 from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_guards
 from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
 
@@ -69,7 +70,8 @@ class WebEnv(gymnasium.Env):
     origin where it has one (`task.url_alias()`: the sandbox and MiniWoB++ servers bind free
     ports); `goto`/`new_tab` URLs on that origin go to the real one. `info` carries "elements"
     (dicts with id, tag, role, name, bbox, ...), "raw_screenshot_png", "task_id",
-    "reward_details", "action".
+    "reward_details", "action"; with `config.recording` on, also "recording" (the episode's HAR
+    file) and "recording_missing" (requests a replay did not find in it; `webrl.envs.recording`).
 
     ## Reward
     0 on every step but the last; on `answer`/`stop` or when `task.done(page)`, the value of
@@ -107,6 +109,7 @@ class WebEnv(gymnasium.Env):
         width, height = self.viewport
         self.observation_space = observation_space(height, width)
         self.action_space = AnyText(max_length=MAX_ACTION_CHARS)
+        self.recorder = Recorder(self.config.recording)
         self._episode: Optional[Episode] = None
         self._last_obs: Optional[dict[str, Any]] = None
         self.last_timings: dict[str, float] = {}  # seconds; outside `info` to keep it deterministic
@@ -195,11 +198,12 @@ class WebEnv(gymnasium.Env):
         if reason:
             raise ValueError(f"task {task.spec.id}: start_url {task.spec.start_url} is not allowed: {reason}")
         self.session.ensure_alive()
-        context = self.session.new_context(self.viewport)
+        recording = self.recorder.start(task.spec.id)
+        context = self.session.new_context(self.viewport, recording.record_har_path if recording else "")
         events = EpisodeEvents()
         episode = Episode(task=task, context=context, tabs=Tabs(context), events=events,
                           allowlist=allowlist, generation=self.session.generation,
-                          max_steps=self.config.max_steps or task.spec.max_steps)
+                          max_steps=self.config.max_steps or task.spec.max_steps, recording=recording)
         self._episode = episode
         install_guards(context, allowlist, events, self.config.safety)
         deadline = Deadline(self.config.safety.step_timeout_s + self.config.browser.load_timeout_s)
@@ -211,6 +215,7 @@ class WebEnv(gymnasium.Env):
         reason = allowlist.check_navigation(entry)
         if reason:
             raise ValueError(f"task {task.spec.id}: entry_url {entry} is not allowed: {reason}")
+        self.recorder.attach(recording, context, allowlist, self.config.safety.subresource_policy, events, entry)
         page.goto(entry, wait_until="domcontentloaded", timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
         task.setup(page)
         notes = settle(episode, self.config.browser, deadline, before=(page, page.url))
@@ -275,6 +280,8 @@ class WebEnv(gymnasium.Env):
         self._last_obs = obs
         info = {"elements": episode.elements, "raw_screenshot_png": png,
                 "task_id": episode.task.spec.id, "reward_details": {}, "action": None}
+        if episode.recording is not None:
+            info.update(episode.recording.info())
         return obs, info
 
     def _end_with_infra_error(self, episode: Episode, parsed: Any, error: Exception, started: float):
@@ -288,6 +295,8 @@ class WebEnv(gymnasium.Env):
         info = {"elements": [], "raw_screenshot_png": b"", "task_id": episode.task.spec.id,
                 "reward_details": {}, "action": parsed if isinstance(parsed, Action) else None,
                 "infra_error": reason, "truncation_reason": "infra_error"}
+        if episode.recording is not None:
+            info.update(episode.recording.info())
         self.last_timings = {"step_s": time.perf_counter() - started}
         return obs, 0.0, False, True, info
 
@@ -340,7 +349,16 @@ def _parse(action: Any) -> Union[Action, ParseError]:
 def make_live_web_env(goal: str, start_url: str, allowed_domains: tuple[str, ...] = (),
                       max_steps: int = 15, task_id: str = "liveweb", config: Any = None,
                       session: Optional[BrowserSession] = None, render_mode: Optional[str] = None) -> WebEnv:
-    """Entry point of `webrl/LiveWeb-v0`: one live-web goal starting at `start_url`."""
+    """Entry point of `webrl/LiveWeb-v0`: one live-web goal starting at `start_url`. A config given
+    as a dict (or none) runs under the live-web network policy (`safety.subresource_policy=
+    "public"`: subresources from public hosts, nothing internal) unless it sets a policy itself."""
+    from webrl.envs.loaders import LIVE_WEB_SUBRESOURCE_POLICY
+
+    if config is None or isinstance(config, Mapping):
+        config = dict(config or {})
+        safety = dict(config.get("safety") or {})
+        safety.setdefault("subresource_policy", LIVE_WEB_SUBRESOURCE_POLICY)
+        config["safety"] = safety
     spec = TaskSpec(id=task_id, goal=goal, start_url=start_url, allowed_domains=tuple(allowed_domains),
                     max_steps=max_steps, site="liveweb")
     return WebEnv(config=config, tasks=FixedTaskSource(LiveWebTask(spec)), session=session,

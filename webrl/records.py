@@ -135,6 +135,8 @@ class TrajectoryInfo:
       which the reward function writes when it scores.
     reference_length: human reference steps of an Online-Mind2Web task (None: unknown).
     source: what wrote a trajectory not collected here, e.g. "online-mind2web-v2" for an import.
+    recording: the HAR file the episode was recorded to or replayed from (env
+      `info["recording"]`, `webrl.envs.recording`); "" when recording was off.
     """
 
     site: str = ""
@@ -152,6 +154,7 @@ class TrajectoryInfo:
     checker_details: dict[str, Any] = field(default_factory=dict)
     reference_length: Optional[int] = None
     source: str = ""
+    recording: str = ""
 
     _CHECKS = {"site": _STR, "level": _INT, "split": _STR,
                "task_params": (lambda v: isinstance(v, dict), "a dict"), "start_url": _STR,
@@ -160,7 +163,8 @@ class TrajectoryInfo:
                "terminated": _BOOL, "truncated": _BOOL,
                "task_reward": (_optional(_is_number), "None or a number"), "needs_judge": _BOOL,
                "checker_details": (lambda v: isinstance(v, dict), "a dict"),
-               "reference_length": (_optional(_is_int), "None or an integer"), "source": _STR}
+               "reference_length": (_optional(_is_int), "None or an integer"), "source": _STR,
+               "recording": _STR}
 
     def __post_init__(self) -> None:
         _check_record(self, self._CHECKS)

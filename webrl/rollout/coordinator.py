@@ -269,6 +269,7 @@ class RolloutCoordinator:
         info.terminated, info.truncated = bool(result.terminated), not result.terminated
         info.finished_at = time.time()
         traj.info.checker_details = dict(result.info.get("reward_details") or {})
+        traj.info.recording = str(result.info.get("recording") or "")
         return traj
 
     def _observation(self, result: Any) -> Observation:

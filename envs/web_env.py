@@ -29,6 +29,7 @@ from webrl.envs.episode import Episode, Tabs, count_repeats, settle
 from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, execute_action
 from webrl.envs.observation import (AnyText, blank_observation, build_observation, collect_elements,
                                     observation_space, tabs_text)
+from webrl.envs.network import AddressPolicy
 from webrl.envs.recording import Recorder
 from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_guards
 from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
@@ -195,6 +196,9 @@ class WebEnv(gymnasium.Env):
         task.prepare()
         allowlist = DomainAllowlist(task.spec.allowed_domains)
         reason = allowlist.check_navigation(task.spec.start_url)
+        if not reason and self.config.safety.subresource_policy == "public":
+            reason = AddressPolicy(self.config.safety.network).refusal(task.spec.start_url)
+            reason = reason and f"{reason} (safety.network.internal_networks)"
         if reason:
             raise ValueError(f"task {task.spec.id}: start_url {task.spec.start_url} is not allowed: {reason}")
         self.session.ensure_alive()

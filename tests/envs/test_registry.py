@@ -34,13 +34,25 @@ def test_check_env_live_web(fixture_server):
 
 @pytest.mark.browser
 def test_check_env_openwebrl_viewport(fixture_server):
-    """The default 1280x1000 viewport: the space and the screenshot agree."""
-    env = make_env(LIVE_WEB_ID, {"goal": "g", "start_url": fixture_server.url("page2.html")})
+    """The default 1280x1000 viewport: the space and the screenshot agree. The live-web network
+    policy counts loopback as internal: the fixture server's 127.0.0.1 stands in for a public host."""
+    stand_in = {"safety": {"subresource_policy": "public", "network": {"public_stand_ins": ["127.0.0.1/32"]}}}
+    env = make_env(LIVE_WEB_ID, {"goal": "g", "start_url": fixture_server.url("page2.html"), "config": stand_in})
     try:
         obs, info = env.reset(seed=1)
         assert obs["screenshot"].shape == (1000, 1280, 3) == env.observation_space["screenshot"].shape
         assert obs in env.observation_space
         assert info["task_id"] == "liveweb" and obs["goal"] == "g"
+    finally:
+        env.close()
+
+
+def test_live_web_env_refuses_an_internal_start_page_before_opening_it(fixture_server):
+    env = make_env(LIVE_WEB_ID, {"goal": "g", "start_url": fixture_server.url("page2.html")})
+    try:
+        with pytest.raises(ValueError, match=r"start_url http://127.0.0.1:\d+/page2.html is not allowed: 127.0.0.1 "
+                                             r"is an internal address \(safety.network.internal_networks\)"):
+            env.reset(seed=1)
     finally:
         env.close()
 

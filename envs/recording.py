@@ -201,10 +201,13 @@ class ReplayRoute:
         route.fulfill(status=response.status, headers=response.headers, body=response.body)
 
     def _guard_blocks(self, request: Any) -> bool:
-        """Whether `webrl.envs.safety.RequestGuard` would refuse this request."""
+        """Whether the safety guard refuses this request without fetching it: a host outside the
+        allowlist, for every request under "allowlist" and for navigations under "any" and
+        "public". Everything else is the recording's to serve or to report missing: handing it
+        to the guard would let "any" or "public" fetch it from the network during a replay."""
         if self.allowlist.allows_host(urlsplit(request.url).netloc):
             return False
-        return not (self.subresource_policy == "any" and not request.is_navigation_request())
+        return self.subresource_policy == "allowlist" or request.is_navigation_request()
 
 
 class Recorder:

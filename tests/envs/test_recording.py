@@ -259,3 +259,25 @@ def test_the_trajectory_log_names_the_episode_recording():
     assert TrajectoryInfo.from_dict(trajectory.info.to_dict()).recording == "/runs/a.1a2b3c4d.har"
     with pytest.raises(ValueError, match="TrajectoryInfo.recording must be a string, got None"):
         TrajectoryInfo(recording=None)
+
+
+class _Request:
+    def __init__(self, url, navigation):
+        self.url, self._navigation = url, navigation
+
+    def is_navigation_request(self):
+        return self._navigation
+
+
+def test_a_replay_never_hands_an_off_site_subresource_to_a_guard_that_would_fetch_it():
+    from webrl.envs.recording import ReplayRoute
+    from webrl.envs.safety import DomainAllowlist
+
+    allowlist = DomainAllowlist(("shop.test",))
+    cdn, page = _Request("https://cdn.other.test/a.css", False), _Request("https://other.test/", True)
+    for policy, expected in (("allowlist", (True, True)), ("any", (False, True)), ("public", (False, True))):
+        route = ReplayRoute(None, allowlist, policy, None)
+        # off-site subresource: only "allowlist" refuses it without fetching; under "any" and
+        # "public" the replay serves it from the recording or aborts it as missing
+        assert (route._guard_blocks(cdn), route._guard_blocks(page)) == expected, policy
+    assert not ReplayRoute(None, allowlist, "public", None)._guard_blocks(_Request("https://shop.test/x", True))

@@ -45,6 +45,10 @@ class SafetyConfig:
     """Hard limit for one step (action + readiness + observation)."""
     episode_timeout_s: float = 600.0
     """Env time (inside reset/step) after which the episode is truncated."""
+    watchdog_grace_s: float = 5.0
+    """Seconds past a step's (or reset's) time limit after which a browser call that has not
+    returned is ended by closing the episode's context from another thread (`envs/watchdog.py`:
+    Playwright's own timeouts do not fire in every state of a page stuck in a script)."""
     action_timeout_s: float = 3.0
     """Cap for one element action to find its target and act (Playwright actionability)."""
     max_tabs: int = 8
@@ -68,7 +72,8 @@ class SafetyConfig:
     """Internal address ranges and name resolution of the "public" policy (a dict is accepted)."""
 
     def __post_init__(self) -> None:
-        for name in ("step_timeout_s", "episode_timeout_s", "action_timeout_s", "redirect_check_timeout_s"):
+        for name in ("step_timeout_s", "episode_timeout_s", "action_timeout_s", "redirect_check_timeout_s",
+                     "watchdog_grace_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SafetyConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.max_tabs < 1:

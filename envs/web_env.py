@@ -33,6 +33,7 @@ from webrl.envs.network import AddressPolicy
 from webrl.envs.recording import Recorder
 from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_guards
 from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
+from webrl.envs.watchdog import BrowserWatchdog
 
 MAX_ACTION_CHARS = 4096
 
@@ -142,10 +143,12 @@ class WebEnv(gymnasium.Env):
         episode.steps += 1
         parsed = _parse(action)
         deadline = Deadline(self.config.safety.step_timeout_s)
+        watchdog = BrowserWatchdog(episode.context, deadline.seconds + self.config.safety.watchdog_grace_s)
         try:
-            obs, info, terminated, reward = self._act_and_observe(episode, parsed, deadline)
+            with watchdog:
+                obs, info, terminated, reward = self._act_and_observe(episode, parsed, deadline)
         except (PageUnresponsive, StepTimeLimit, PlaywrightError, InfraError) as error:
-            return self._end_with_infra_error(episode, parsed, error, started)
+            return self._end_with_infra_error(episode, parsed, error, started, watchdog)
         episode.env_time_s += time.perf_counter() - started
         truncated = False
         if not terminated and episode.steps >= episode.max_steps:
@@ -211,15 +214,22 @@ class WebEnv(gymnasium.Env):
         self._episode = episode
         install_guards(context, allowlist, events, self.config.safety)
         deadline = Deadline(self.config.safety.step_timeout_s + self.config.browser.load_timeout_s)
+        with BrowserWatchdog(context, deadline.seconds + self.config.safety.watchdog_grace_s):
+            return self._open_entry(episode, task, deadline)
+
+    def _open_entry(self, episode: Episode, task: Task, deadline: Deadline):
+        """Open the task's entry page in the episode's first tab and observe it (reset)."""
+        context, allowlist, recording = episode.context, episode.allowlist, episode.recording
         page = context.new_page()
         episode.tabs.add(page)
-        events.new_pages.clear()  # the first tab is not news
+        episode.events.new_pages.clear()  # the first tab is not news
         entry = task.entry_url()
         episode.alias = task.url_alias()
         reason = allowlist.check_navigation(entry)
         if reason:
             raise ValueError(f"task {task.spec.id}: entry_url {entry} is not allowed: {reason}")
-        self.recorder.attach(recording, context, allowlist, self.config.safety.subresource_policy, events, entry)
+        self.recorder.attach(recording, context, allowlist, self.config.safety.subresource_policy,
+                             episode.events, entry)
         page.goto(entry, wait_until="domcontentloaded", timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
         task.setup(page)
         notes = settle(episode, self.config.browser, deadline, before=(page, page.url))
@@ -288,8 +298,9 @@ class WebEnv(gymnasium.Env):
             info.update(episode.recording.info())
         return obs, info
 
-    def _end_with_infra_error(self, episode: Episode, parsed: Any, error: Exception, started: float):
-        reason = self._classify(episode, error)
+    def _end_with_infra_error(self, episode: Episode, parsed: Any, error: Exception, started: float,
+                              watchdog: BrowserWatchdog):
+        reason = self._classify(episode, error, watchdog)
         self._close_episode()
         width, height = self.viewport
         obs = blank_observation(height, width, episode.task.spec.goal, episode.steps,
@@ -304,12 +315,16 @@ class WebEnv(gymnasium.Env):
         self.last_timings = {"step_s": time.perf_counter() - started}
         return obs, 0.0, False, True, info
 
-    def _classify(self, episode: Episode, error: Exception) -> str:
+    def _classify(self, episode: Episode, error: Exception, watchdog: BrowserWatchdog) -> str:
         """A reason string; relaunches the browser if it died."""
         message = " ".join(str(error).split())[:300]
         if not self.session.is_alive():
             self.session.relaunch()
             return f"browser_crashed: {message}"
+        if watchdog.fired:
+            return (f"page_unresponsive: a browser call of the step did not return within {watchdog.limit_s:g} s "
+                    f"(step limit {self.config.safety.step_timeout_s:g} s + watchdog grace); the page may be "
+                    "stuck in a script, and the step watchdog closed the episode's tabs")
         if self.session.generation != episode.generation:
             return f"browser_relaunched: this episode's browser was replaced ({message})"
         if episode.events.crashed or "crash" in message.lower():
@@ -325,8 +340,9 @@ class WebEnv(gymnasium.Env):
         if episode is None:
             return
         episode.done = True
-        try:
-            episode.task.teardown(episode.tabs.page if episode.tabs.pages else None)
+        try:  # a page stuck in a script can hang teardown's browser calls: the watchdog bounds them
+            with BrowserWatchdog(episode.context, self.config.safety.watchdog_grace_s):
+                episode.task.teardown(episode.tabs.page if episode.tabs.pages else None)
         except Exception:  # teardown must not keep a dead context alive
             pass
         try:

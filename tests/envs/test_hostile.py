@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 
 STEP_LIMIT_S = 8.0
 SAFETY = dict(step_timeout_s=STEP_LIMIT_S, action_timeout_s=2.0, max_tabs=2)
-MARGIN_S = 10.0  # closing a stuck tab, a loaded CI machine
+MARGIN_S = 10.0  # closing a stuck tab (the watchdog's grace, 5 s by default), a loaded CI machine
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +121,11 @@ def test_alert_loop_truncates(env, fixture_server):
     serves_a_normal_episode(env, fixture_server)
 
 
-@pytest.mark.parametrize("button", ["now", "later"])
+@pytest.mark.parametrize("button", ["now", "later", "while-waiting"])
 def test_infinite_loop_truncates(env, fixture_server, button):
+    """A script that loops in the click handler, right after it, or once the env is waiting for
+    the page to settle (Playwright's own wait_for_function timeout never returns then: the step
+    watchdog closes the episode's context)."""
     _, info = env.reset(options={"task": spec(fixture_server, "loop.html")})
     (obs, reward, terminated, truncated, info), elapsed = timed_step(env, f"click({element_id(info, button)})")
     assert truncated and info["infra_error"].startswith("page_unresponsive"), info.get("infra_error")

@@ -36,6 +36,7 @@ def test_trainer_config_errors_name_the_key():
     (["sft.learner.sft.action_weight=2.0"], r"sft.learner.sft.action_weight=2.0 has no effect.*builds no action masks"),
     (["sft.learner.sft.coordinate_factor=3.0"], r"sft.learner.sft.coordinate_factor=3.0 has no effect"),
     (["sft.learner.sft.direct_fraction=0.5"], r"sft.learner.sft.direct_fraction=0.5 has no effect"),
+    (["sft.learner.consistency.every=1"], r"sft.learner.consistency=.* has no effect.*demonstrations carry no rollout"),
 ])
 def test_settings_the_run_would_ignore_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -167,6 +168,9 @@ class LocalActors:
 
         return [AsyncInference(InferenceWorker(FirstMoveEngine(), InferenceConfig(batch_window_s=0.0), version=0))
                 for _ in range(count)]
+
+    def wait_started(self):
+        pass
 
     def start_learner(self, section, run):
         self.learners.append(RecordingLearner(run))

@@ -1,10 +1,11 @@
 """`RunActors`: Ray and every actor of a run, started and stopped in one place.
 
     actors = RunActors(config, run_dir, placement_group=None)
-    actors.start_ray()
+    actors.start_ray()                                      # + the resource check (webrl.resources)
     slots = actors.start_env_workers()                      # [(EnvWorker actor, slot index), ...]
     greedy = actors.start_inference(model_path, greedy_generator, index=N)   # the evaluation worker
     rollout = actors.start_inference(model_path, config.generator, index=0, count=N)
+    actors.wait_started()                                   # every actor above constructed, with a deadline
     learner = actors.start_learner(config.learner, run)     # a LearnerGroup; shut down in close()
     actors.sync_weights(learner, version)                   # learner weights -> every inference worker
     actors.close()
@@ -13,8 +14,8 @@ Nothing else in the loop talks to Ray: the coordinators call the handles they ar
 learner is a `LearnerGroup`, and the trainer asks this object for both.
 
 Placement: given a placement group (a Tune trial's), every actor goes into its own bundle of it
-(`bundle_layout`): bundle 0 is the trial's driver, then the learner ranks, the rollout inference
-workers, the greedy evaluation worker and the env workers. Without one, actors are scheduled
+(`run_layout`): bundle 0 is the trial's driver, then the learner ranks, the rollout inference
+workers, the greedy evaluation worker (only with evaluation tasks) and the env workers. Without one, actors are scheduled
 freely on a local Ray instance (its temp dir inside the run folder) or on the cluster of
 `resources.ray_address` / `RAY_ADDRESS`.
 """
@@ -26,7 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from webrl.train_config import WebRLConfig, bundle_layout
+from webrl.resources import check_resources, cluster_nodes, wait_for
+from webrl.train_config import WebRLConfig, run_layout
 
 
 class RunActors:
@@ -36,15 +38,22 @@ class RunActors:
         self.config = config
         self.run_dir = Path(run_dir)
         self.placement_group = placement_group
-        self.layout = bundle_layout(config.resources)
+        self.layout = run_layout(config)
         self.env_workers: list = []
         self.inference: list = []
         self.learners: list = []
+        self._starting: list[tuple[str, Any]] = []  # (what, actor) started and not yet waited for
         self._ray_started = False
 
     # -- Ray ------------------------------------------------------------------------------------
     def start_ray(self) -> None:
-        """Join the caller's Ray (a Tune trial), a cluster, or start a local instance."""
+        """Join the caller's Ray (a Tune trial), a cluster, or start a local instance; then check
+        that the run can be placed (`webrl.resources`; a Tune trial's group is already placed)."""
+        self._init_ray()
+        if self.placement_group is None:
+            print(check_resources(self.config.resources, self.layout, cluster_nodes()))
+
+    def _init_ray(self) -> None:
         import ray
 
         from webrl.ray_local import start_local_ray
@@ -76,6 +85,7 @@ class RunActors:
         workers = start_env_workers(self.config.env, res.num_env_workers, cpus_per_worker=res.cpus_per_env_worker,
                                     placement_group=self.placement_group, bundle_offset=self.layout.env)
         self.env_workers += workers
+        self._starting += [("an env worker", w) for w in workers]
         return [(w, i) for w in workers for i in range(self.config.env.num_slots)]
 
     def start_inference(self, model_path: str, generator: Any, index: int, count: int = 1,
@@ -99,7 +109,23 @@ class RunActors:
                                           placement_group=self.placement_group,
                                           bundle_offset=self.layout.inference + index)
         self.inference += workers
+        self._starting += [(f"inference worker {index + i}", w) for i, w in enumerate(workers)]
         return workers
+
+    def wait_started(self) -> None:
+        """Wait (up to resources.startup_timeout_s) until every actor started so far is
+        constructed; raise ResourceError naming those that are not, or an actor's own error."""
+        import ray
+
+        starting, self._starting = self._starting, []
+        refs = [actor.__ray_ready__.remote() for _, actor in starting]
+        if not refs:
+            return
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.config.resources.startup_timeout_s)
+        done = set(ready)
+        missing = sorted({what for (what, _), ref in zip(starting, refs) if ref not in done})
+        wait_for(refs, 0.001 if missing else self.config.resources.startup_timeout_s,
+                 f"actors to start (not started: {', '.join(missing)})" if missing else "actors to start")
 
     def start_learner(self, section: Any, run: Any) -> Any:
         """A `LearnerGroup` of `resources.learner_ranks` ranks for `section` (the RL or the SFT
@@ -113,7 +139,8 @@ class RunActors:
         placement = ({"placement_group": self.placement_group, "bundle_offset": self.layout.learner}
                      if self.placement_group is not None else {})
         learner = LearnerGroup(section, run, num_ranks=res.learner_ranks, resources_per_rank=per_rank,
-                               env_vars={"TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"]}, **placement)
+                               env_vars={"TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"]},
+                               startup_timeout_s=res.startup_timeout_s, **placement)
         self.learners.append(learner)
         return learner
 
@@ -132,11 +159,14 @@ class RunActors:
         """Close browsers, shut learners down, free our actors in someone else's Ray, stop ours."""
         import ray
 
-        for w in self.env_workers:
-            try:
-                ray.get(w.close.remote(), timeout=30)
-            except Exception:  # already dead: nothing to close
-                pass
+        closing = [w.close.remote() for w in self.env_workers]
+        if closing:  # one 30 s bound for all (a worker that never started never answers)
+            ready, _ = ray.wait(closing, num_returns=len(closing), timeout=30)
+            for ref in ready:
+                try:
+                    ray.get(ref)
+                except Exception:  # already dead: nothing to close
+                    pass
         for learner in self.learners:
             learner.shutdown()
         if not self._ray_started and ray.is_initialized():  # a Tune trial's Ray: free our actors only

@@ -40,6 +40,8 @@ class Evaluator:
 
     def __init__(self, source: Any, greedy: Any, score: Callable[[Sequence[Trajectory]], Any], log: Callable,
                  outcomes_path: Path, *, tasks: int, seed: int, sampled: Any = None, samples_per_task: int = 0):
+        if tasks and greedy is None:
+            raise ValueError(f"evaluating {tasks} tasks needs a greedy coordinator")
         if samples_per_task and sampled is None:
             raise ValueError("samples_per_task > 0 needs a sampled coordinator (group size = samples_per_task)")
         self.source, self.greedy, self.sampled = source, greedy, sampled

@@ -7,10 +7,11 @@
 
 Actors, in start order (the order fixes their bundles and is kept for reproducibility): env
 workers (`resources.num_env_workers`, `env.num_slots` episode slots each), the greedy evaluation
-inference worker (bundle `layout.inference + num_inference_workers`; eval.endpoint's engine when
-only evaluating), then the rollout's inference workers (bundles `layout.inference + 0..N-1`),
+inference worker when tasks.eval_tasks > 0 (bundle `layout.inference + num_inference_workers`;
+eval.endpoint's engine when only evaluating), then the rollout's inference workers (bundles `layout.inference + 0..N-1`),
 or, when only evaluating with eval.samples_per_task, one sampler of its own. Every inference
 worker serves `config.policy`'s wrapper stack; greedy evaluation differs only in decoding.
+`start_parts` returns once every actor is constructed (`RunActors.wait_started`, with a deadline).
 """
 from __future__ import annotations
 
@@ -48,11 +49,14 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
     train_source, eval_source = task_sources(cfg.tasks, max_steps=cfg.rollout.max_turns)
     slots = actors.start_env_workers()
     trajectory_log = TrajectoryLog(run_dir)
-    greedy = dataclasses.replace(cfg.generator, sampling=dataclasses.replace(cfg.generator.sampling, greedy=True))
-    greedy_worker = actors.start_inference(model_path, greedy, res.num_inference_workers,
-                                           endpoint=bool(cfg.eval.endpoint) and not rollout)
-    greedy_coordinator = RolloutCoordinator(slots, greedy_worker, dataclasses.replace(cfg.rollout, group_size=1),
-                                            on_trajectory=None if rollout else trajectory_log, progress=ProgressBar())
+    greedy_coordinator = None
+    if cfg.tasks.eval_tasks:  # no evaluation worker for a run without evaluation tasks
+        greedy = dataclasses.replace(cfg.generator, sampling=dataclasses.replace(cfg.generator.sampling, greedy=True))
+        greedy_worker = actors.start_inference(model_path, greedy, res.num_inference_workers,
+                                               endpoint=bool(cfg.eval.endpoint) and not rollout)
+        greedy_coordinator = RolloutCoordinator(slots, greedy_worker, dataclasses.replace(cfg.rollout, group_size=1),
+                                                on_trajectory=None if rollout else trajectory_log,
+                                                progress=ProgressBar())
     sampler: list = []
     coordinator = None
     if rollout:
@@ -60,13 +64,14 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
         coordinator = RolloutCoordinator(slots, sampler, cfg.rollout, on_trajectory=trajectory_log,
                                          progress=ProgressBar())
     sampled = None
-    if cfg.eval.samples_per_task:  # the rollout's sampler; one of its own when only evaluating
+    if cfg.eval.samples_per_task and cfg.tasks.eval_tasks:  # the rollout's sampler; its own when only evaluating
         sampler = sampler or actors.start_inference(model_path, cfg.generator, 0)
         sampled = RolloutCoordinator(slots, sampler, dataclasses.replace(cfg.rollout, group_size=cfg.eval.samples_per_task),
                                      on_trajectory=None, progress=ProgressBar())
     evaluator = Evaluator(eval_source, greedy_coordinator, lambda t: score_trajectories(reward_fn, t), log,
                           run_dir / "eval_outcomes.jsonl", tasks=cfg.tasks.eval_tasks, seed=cfg.run.seed,
-                          sampled=sampled, samples_per_task=cfg.eval.samples_per_task)
+                          sampled=sampled, samples_per_task=cfg.eval.samples_per_task if sampled else 0)
+    actors.wait_started()
     collector = None
     if coordinator is not None and cfg.rollout.mode == "async":  # draws on the collector's own thread and RNG
         from webrl.rollout import AsyncCollector

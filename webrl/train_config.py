@@ -115,10 +115,16 @@ class ResourcesConfig:
     """Ray CPUs per learner rank."""
     gpus_per_learner_rank: float = 0.0
     """GPUs per learner rank (0 on CPU machines)."""
+    startup_timeout_s: float = 900.0
+    """Deadline of every start-up wait on Ray: placement groups placed, actors constructed (a
+    model loaded, a browser launched), the learner's process group formed. Past it the run
+    fails naming what it waited for (`webrl.resources`)."""
 
     def __post_init__(self) -> None:
         if min(self.num_env_workers, self.num_inference_workers, self.learner_ranks) < 1:
             raise ConfigError("resources: num_env_workers, num_inference_workers and learner_ranks must be >= 1")
+        if not self.startup_timeout_s > 0:
+            raise ConfigError(f"resources.startup_timeout_s must be > 0, got {self.startup_timeout_s!r}")
 
 
 @dataclass
@@ -128,22 +134,31 @@ class BundleLayout:
     bundles: list[dict[str, float]]
     learner: int
     inference: int
-    """Rollout inference workers; the greedy evaluation worker follows them."""
+    """Rollout inference workers; the greedy evaluation worker (if any) follows them."""
     env: int
+    eval_worker: bool = True
+    """Whether the layout has the greedy evaluation worker's bundle."""
 
 
-def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0) -> BundleLayout:
-    """[driver] + learner ranks + (rollout + 1 eval) inference workers + env workers."""
+def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0, eval_worker: bool = True) -> BundleLayout:
+    """[driver] + learner ranks + rollout inference workers (+ 1 greedy evaluation worker when
+    `eval_worker`: a run with tasks.eval_tasks=0 starts none) + env workers."""
     def bundle(cpus: float, gpus: float) -> dict[str, float]:
         return {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
 
+    inference_workers = res.num_inference_workers + (1 if eval_worker else 0)
     bundles = [bundle(driver_cpus, 0.0)]
     bundles += [bundle(res.cpus_per_learner_rank, res.gpus_per_learner_rank)] * res.learner_ranks
-    bundles += [bundle(res.cpus_per_inference_worker, res.gpus_per_inference_worker)] * (res.num_inference_workers + 1)
+    bundles += [bundle(res.cpus_per_inference_worker, res.gpus_per_inference_worker)] * inference_workers
     bundles += [bundle(res.cpus_per_env_worker, 0.0)] * res.num_env_workers
     learner = 1
     inference = learner + res.learner_ranks
-    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + res.num_inference_workers + 1)
+    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + inference_workers, eval_worker)
+
+
+def run_layout(config: "WebRLConfig") -> BundleLayout:
+    """The bundle layout of a run: its evaluation worker only when it has evaluation tasks."""
+    return bundle_layout(config.resources, eval_worker=config.tasks.eval_tasks > 0)
 
 
 def _sft_learner() -> LearnerConfig:
@@ -333,6 +348,11 @@ def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
         if value != getattr(neutral, name):
             out.append((f"sft.learner.sft.{name}", value, "the SFT stage builds no action masks and no "
                         "reasoning mix, so its loss is uniform cross-entropy"))
+    from webrl.learner.consistency import ConsistencyConfig
+
+    if config.sft.learner.consistency != ConsistencyConfig():
+        out.append(("sft.learner.consistency", config.sft.learner.consistency, "demonstrations carry no rollout "
+                    "log-probs to check; set learner.consistency (the RL learner) instead"))
     return out
 
 

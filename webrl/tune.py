@@ -11,7 +11,7 @@ sync); its metrics are the trainer's (`reward/mean`, `reward/success_rate`, `kl`
 iteration; `load_checkpoint` restores them into a freshly set up trial (Tune's restore after a
 failure, PBT exploits). `default_resource_request` reserves one placement group per trial that
 covers the trial's driver, learner ranks, inference workers (rollout + greedy eval) and env
-workers (`webrl.train_config.bundle_layout`); `setup` hands that group
+workers (`webrl.train_config.run_layout`); `setup` hands that group
 (`ray.util.get_current_placement_group()`) to the Trainer, which puts every actor into its bundle.
 
 Choices where the issue is silent: the trial's run folder is the trial's own directory
@@ -92,7 +92,6 @@ class WebRLTrainable(tune.Trainable):
 
     @classmethod
     def default_resource_request(cls, config: dict) -> tune.PlacementGroupFactory:
-        from webrl.train_config import bundle_layout
+        from webrl.train_config import run_layout
 
-        resources = trial_config(config).resources
-        return tune.PlacementGroupFactory(bundle_layout(resources).bundles, strategy="PACK")
+        return tune.PlacementGroupFactory(run_layout(trial_config(config)).bundles, strategy="PACK")

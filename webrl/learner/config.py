@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 from webrl.algos import GRPOConfig, PPOConfig, SFTConfig
+from webrl.learner.consistency import ConsistencyConfig
 
 OBJECTIVE_NAMES = ("grpo", "ppo", "sft")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -151,6 +152,8 @@ class LearnerConfig:
     """Objective config used when objective="ppo"."""
     sft: SFTConfig = field(default_factory=SFTConfig)
     """Objective config used when objective="sft"."""
+    consistency: ConsistencyConfig = field(default_factory=ConsistencyConfig)
+    """Rollout-vs-learner log-prob check of every update (`webrl.learner.consistency`)."""
 
     def __post_init__(self) -> None:
         _one_of("LearnerConfig.objective", self.objective, OBJECTIVE_NAMES)

@@ -25,10 +25,12 @@ from typing import Any, Optional, Sequence
 from webrl.algos import full_batch_scale
 from webrl.learner.batching import mini_batch_indices, plan_update
 from webrl.learner.config import LearnerConfig, LearnerRun
+from webrl.learner.consistency import logprob_mismatch, mismatch_alarm
 from webrl.learner.metrics import merge_metrics
 from webrl.learner.samples import LearnerSample, scale_batch
 from webrl.learner.weights import WeightUpdate
 from webrl.learner.worker import ForwardResult, LearnerWorker, StepScale
+from webrl.resources import ResourceError, wait_for
 
 
 def free_port() -> int:
@@ -133,7 +135,8 @@ class RayRanks:
     """`num_ranks` LearnerWorker actors, rank r in bundle `bundle_offset + r` of a placement group."""
 
     def __init__(self, config: LearnerConfig, run: LearnerRun, num_ranks: int, resources_per_rank: dict[str, float],
-                 placement_group=None, bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None):
+                 placement_group=None, bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None,
+                 startup_timeout_s: float = 900.0):
         import ray
         from ray.util.placement_group import placement_group as make_pg, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -145,21 +148,32 @@ class RayRanks:
                              f"{placement_group.bundle_count}")
         if placement_group is None:
             placement_group = make_pg([dict(resources_per_rank) for _ in range(num_ranks)], strategy="PACK")
-            ray.get(placement_group.ready())
+            try:
+                wait_for(placement_group.ready(), startup_timeout_s,
+                         f"the learner's placement group ({num_ranks} x {resources_per_rank})")
+            except ResourceError:
+                remove_placement_group(placement_group)
+                raise
         self.placement_group, self._remove_pg = placement_group, remove_placement_group
         cpus, gpus = resources_per_rank.get("CPU", 1), resources_per_rank.get("GPU", 0)
 
         def where(rank: int):
             return PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=bundle_offset + rank)
 
-        addr, port = ray.get(ray.remote(num_cpus=0)(node_address).options(scheduling_strategy=where(0)).remote())
+        addr, port = wait_for(ray.remote(num_cpus=0)(node_address).options(scheduling_strategy=where(0)).remote(),
+                              startup_timeout_s, "the learner's rank-0 node address")
         runtime_env = {"env_vars": dict(env_vars)} if env_vars else None
         actor_cls = ray.remote(LearnerWorker)
         self.workers = [
             actor_cls.options(num_cpus=cpus, num_gpus=gpus, scheduling_strategy=where(r), runtime_env=runtime_env)
             .remote(config, run, r, num_ranks, addr, port, int(max(1, cpus)))
             for r in range(num_ranks)]
-        ray.get([w.pid.remote() for w in self.workers])  # surface construction errors here
+        try:  # construction errors surface here; a rank that cannot start leaves the rest in rendezvous
+            wait_for([w.pid.remote() for w in self.workers], startup_timeout_s,
+                     f"{num_ranks} learner rank(s) to load the model and form their process group")
+        except ResourceError:
+            self.shutdown()
+            raise
 
     def call(self, method: str, args_per_rank: Sequence[tuple]) -> list:
         import ray
@@ -184,7 +198,8 @@ class LearnerGroup:
 
     def __init__(self, config: LearnerConfig, run: LearnerRun, num_ranks: int = 1, *, use_ray: bool = True,
                  resources_per_rank: Optional[dict[str, float]] = None, placement_group=None,
-                 bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None):
+                 bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None,
+                 startup_timeout_s: float = 900.0):
         if not isinstance(run, LearnerRun):
             raise TypeError(f"LearnerGroup needs a LearnerRun as its second argument, got {type(run).__name__}")
         if num_ranks < 1:
@@ -193,7 +208,8 @@ class LearnerGroup:
         resources = resources_per_rank or {"CPU": 1}
         cpus = int(resources.get("CPU", 1))
         if use_ray:
-            self.ranks = RayRanks(config, run, num_ranks, resources, placement_group, bundle_offset, env_vars)
+            self.ranks = RayRanks(config, run, num_ranks, resources, placement_group, bundle_offset, env_vars,
+                                  startup_timeout_s)
         else:
             self.ranks = (LocalRanks(config, run, cpus) if num_ranks == 1
                           else ProcessRanks(config, run, num_ranks, cpus))
@@ -240,7 +256,7 @@ class LearnerGroup:
         the next policy version. Returns metrics averaged over the optimizer steps."""
         if not samples:
             raise ValueError("LearnerGroup.update needs at least one sample")
-        samples = self._prepare(list(samples))
+        samples, consistency = self._prepare(list(samples))
         b = self.config.batching
         step_metrics = []
         for epoch in range(b.ppo_epochs):
@@ -253,21 +269,37 @@ class LearnerGroup:
         metrics = {k: sum(m[k] for m in step_metrics if k in m) / sum(1 for m in step_metrics if k in m)
                    for k in keys}
         metrics.update(policy_version=float(self.policy_version), optimizer_steps=float(len(step_metrics)))
+        metrics.update(consistency)
         return metrics
 
-    def _prepare(self, samples: list[LearnerSample]) -> list[LearnerSample]:
-        """Attach reference log-probs (KL) and proximal log-probs (several steps or TIS)."""
+    def _prepare(self, samples: list[LearnerSample]) -> tuple[list[LearnerSample], dict[str, float]]:
+        """Attach reference log-probs (KL) and proximal log-probs (several steps or TIS); the
+        rollout-vs-learner mismatch metrics of the start-of-update log-probs, when computed.
+
+        Off-policy semantics: one optimizer step without tis_cap takes the ratio against the
+        rollout's log-probs; otherwise against the proximal ones (the learner at the start of the
+        update), and the rollout's enter only the truncated importance weights.
+        """
         if self.config.objective == "sft":
-            return samples
-        loss = self.config.objective_config.loss
+            return samples, {}
+        loss, check = self.config.objective_config.loss, self.config.consistency
         steps = self.config.batching.ppo_epochs * self.config.batching.mini_batches
         if self.config.reference != "none":
             ref = self.compute_logprobs(samples, reference=True).logprobs
             samples = [dataclasses.replace(s, ref_logprobs=r.tolist()) for s, r in zip(samples, ref)]
-        if steps > 1 or loss.tis_cap is not None:
-            prox = self.compute_logprobs(samples).logprobs
-            samples = [dataclasses.replace(s, proximal_logprobs=p.tolist()) for s, p in zip(samples, prox)]
-        return samples
+        proximal = steps > 1 or loss.tis_cap is not None
+        if not (proximal or (check.every and self.policy_version % check.every == 0)):
+            return samples, {}
+        prox = [p.tolist() for p in self.compute_logprobs(samples).logprobs]
+        metrics = logprob_mismatch(samples, prox, check.turn_threshold)
+        alarm = mismatch_alarm(metrics, check)
+        if metrics:
+            metrics["mismatch_alarm"] = float(alarm is not None)
+        if alarm:
+            print(f"webrl: ALARM at policy version {self.policy_version}: {alarm}", flush=True)
+        if proximal:
+            samples = [dataclasses.replace(s, proximal_logprobs=p) for s, p in zip(samples, prox)]
+        return samples, metrics
 
     def _optimizer_step(self, samples: Sequence[LearnerSample]) -> dict[str, float]:
         batch, extras = scale_batch(samples)

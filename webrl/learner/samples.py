@@ -30,6 +30,7 @@ class LearnerSample:
     rollout_logprobs: (R,) sampling-time log-probs, or empty (SFT / demonstrations).
     images: the prompt's images, in prompt order, as compressed bytes.
     advantage: the turn's advantage (GRPO: its trajectory's, broadcast), 0 for SFT.
+    turn_index: the turn's position in its trajectory (0 = first), for per-turn metrics.
     old_value / value_return: PPO value targets (old prediction and GAE return).
     action_mask / coordinate_mask: (R,) optional SFT token weights' masks on the response.
     ref_logprobs / proximal_logprobs: (R,) reference-policy and start-of-update learner
@@ -43,6 +44,7 @@ class LearnerSample:
     advantage: float = 0.0
     group_index: int = 0
     trajectory_index: int = 0
+    turn_index: int = 0
     policy_version: int = -1
     old_value: float = 0.0
     value_return: float = 0.0
@@ -85,10 +87,10 @@ def samples_from_trajectories(trajectories: Sequence[Trajectory], advantages: Se
         group = groups.setdefault(traj.group_id, len(groups))
         if traj.status != "ok" or (keep is not None and not keep[n]):
             continue
-        for turn in traj.turns:
+        for t, turn in enumerate(traj.turns):
             if turn.response_ids:
                 out.append(LearnerSample.from_turn(turn, float(advantages[n]), group_index=group,
-                                                   trajectory_index=n))
+                                                   trajectory_index=n, turn_index=t))
     return out
 
 

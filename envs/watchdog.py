@@ -47,26 +47,33 @@ class BrowserWatchdog:
         self.fired = False
         self._loop, self._impl = loop, impl
         self._timer: Optional[threading.Timer] = None
+        self._active = False
 
     def __enter__(self) -> "BrowserWatchdog":
+        self._active = True
         self._timer = threading.Timer(self.limit_s, self._fire)
         self._timer.daemon = True
         self._timer.start()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        self._active = False  # a timer already past cancel() finds the block over and closes nothing
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     def _fire(self) -> None:
-        self.fired = True
         try:
             self._loop.call_soon_threadsafe(self._close_on_loop)
         except RuntimeError:  # the loop is closed: Playwright was stopped, nothing is waiting on it
             pass
 
     def _close_on_loop(self) -> None:
+        """On the loop's thread, which is the block's own (the sync API runs its loop there): the
+        block is still inside a Playwright call when `_active`, so no lock is needed."""
+        if not self._active:
+            return
+        self.fired = True
         task = self._loop.create_task(self._impl.close(reason=WATCHDOG_REASON))
         task.add_done_callback(_consume_result)
 

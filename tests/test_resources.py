@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from webrl.config import load_config
-from webrl.resources import ResourceError, check_resources, placement_refusal, resource_table, wait_for
+from webrl.config import ConfigError
+from webrl.resources import (ResourceError, check_resources, placement_refusal, request_rows, resource_table,
+                             row_bundles, wait_for)
 from webrl.train_config import ResourcesConfig, WebRLConfig, bundle_layout, run_layout
 
 PRESET_4B = ("online_mind2web_qwen3vl_4b", ["tasks.file=/x.json", "model.path=/m",
@@ -28,11 +30,17 @@ def test_placement_by_hand():
     assert reason.startswith("a learner rank needs 1 CPU, 6 GPU on one node")
     # largest first: 3 + 1 on a, 3 + 1 on b; in the given order (1, 1, 3, 3) first-fit would fail
     assert placement_refusal([gpu(1), gpu(1), gpu(3), gpu(3)], two_nodes) is None
-    # CPUs run out on a node before its GPUs: 4 bundles of 1 GPU + 3 CPUs on one 8-CPU node
-    reason = placement_refusal([gpu(1, cpus=3)] * 4, [{"node": "a", "CPU": 12.0, "GPU": 4.0},
-                                                      {"node": "b", "CPU": 0.0, "GPU": 0.0}])
-    assert reason is None
+    # CPUs run out on a node before its GPUs: 4 bundles of 1 GPU + 3 CPUs fit a 12-CPU node, not an 11-CPU one
+    assert placement_refusal([gpu(1, cpus=3)] * 4, [{"node": "a", "CPU": 12.0, "GPU": 4.0},
+                                                    {"node": "b", "CPU": 0.0, "GPU": 0.0}]) is None
     assert placement_refusal([gpu(1, cpus=3)] * 4, [{"node": "a", "CPU": 11.0, "GPU": 4.0}]) is not None
+    # fractions share one GPU as Ray places them: 0.3 x 3 per GPU, so 9 fit on 3 GPUs and a 10th does not
+    three_gpus = [{"node": "a", "CPU": 64.0, "GPU": 3.0}]
+    assert placement_refusal([gpu(0.3)] * 9, three_gpus) is None
+    assert placement_refusal([gpu(0.3)] * 10, three_gpus).startswith("a actor needs 1 CPU, 0.3 GPU on one node")
+    # best fit: two 0.5 share a GPU, leaving a whole one for the 1-GPU bundle
+    assert placement_refusal([gpu(1), gpu(0.5), gpu(0.5)], [{"node": "a", "CPU": 8.0, "GPU": 2.0}]) is None
+    assert placement_refusal([gpu(1)], []) == "the run asks for 1 CPUs in all and the cluster has 0"  # no nodes
 
 
 def test_the_4b_preset_fits_8_gpus_once_no_evaluation_worker_is_started():
@@ -40,19 +48,41 @@ def test_the_4b_preset_fits_8_gpus_once_no_evaluation_worker_is_started():
     assert config.tasks.eval_tasks == 0
     layout = run_layout(config)
     assert not layout.eval_worker
-    actors = layout.bundles[1:]
+    actors, _ = row_bundles(request_rows(config, "train"))
     # 4 learner ranks x (4 CPU, 1 GPU) + 4 inference x (1 CPU, 1 GPU) + 8 env workers x 1 CPU
     assert sum(b.get("GPU", 0) for b in actors) == 8 and sum(b["CPU"] for b in actors) == 28
+    assert [{k: v for k, v in b.items() if v} for b in actors] == layout.bundles[1:]  # what Tune reserves
     assert placement_refusal(actors, EIGHT_GPU_NODE) is None
-    print(check_resources(config.resources, layout, EIGHT_GPU_NODE))
+    print(check_resources(request_rows(config), EIGHT_GPU_NODE))
     # with evaluation tasks the greedy worker takes a ninth GPU: refused, naming the settings
     with_eval = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + ["tasks.eval_tasks=8"])
     with pytest.raises(ResourceError) as raised:
-        check_resources(with_eval.resources, run_layout(with_eval), EIGHT_GPU_NODE)
+        check_resources(request_rows(with_eval), EIGHT_GPU_NODE)
     message = str(raised.value)
     assert "asks for 9 GPUs in all and the cluster has 8" in message
     for setting in ("resources.learner_ranks", "resources.gpus_per_inference_worker", "tasks.eval_tasks"):
         assert setting in message
+
+
+def test_sft_and_eval_ask_only_for_what_they_start():
+    config = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + ["tasks.eval_tasks=8", "eval.samples_per_task=2"])
+    counts = {mode: {kind: (n, gpus) for kind, n, _, gpus in request_rows(config, mode)} for mode in
+              ("train", "sft", "eval")}
+    assert counts["sft"] == {"learner rank": (4, 1.0), "rollout inference worker": (0, 1.0),
+                             "evaluation inference worker": (0, 1.0), "env worker": (0, 0.0)}
+    assert counts["eval"] == {"learner rank": (0, 1.0), "rollout inference worker": (1, 1.0),
+                              "evaluation inference worker": (1, 1.0), "env worker": (8, 0.0)}
+    assert counts["train"]["rollout inference worker"] == (4, 1.0)
+    # an evaluation served by eval.endpoint needs no GPU on a machine without one
+    served = load_config(WebRLConfig, "smoke", ["eval.endpoint=http://127.0.0.1:1/v1",
+                                                "resources.gpus_per_inference_worker=1",
+                                                "resources.gpus_per_learner_rank=1"])
+    no_gpu = [{"node": "a", "CPU": 4.0, "GPU": 0.0}]
+    check_resources(request_rows(served, "eval"), no_gpu)
+    with pytest.raises(ResourceError):
+        check_resources(request_rows(served, "train"), no_gpu)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        request_rows(config, "serve")
 
 
 def test_layout_indices_with_and_without_the_evaluation_worker():
@@ -63,19 +93,21 @@ def test_layout_indices_with_and_without_the_evaluation_worker():
 
 
 def test_the_table_lists_each_kind_its_totals_and_the_nodes():
-    res = ResourcesConfig(learner_ranks=2, gpus_per_learner_rank=1.0, num_env_workers=3)
-    table = resource_table(res, bundle_layout(res), [{"node": "127.0.0.1", "CPU": 4.0, "GPU": 0.0}])
+    config = load_config(WebRLConfig, "smoke", ["resources.learner_ranks=2", "resources.gpus_per_learner_rank=1",
+                                                "resources.num_env_workers=3", "tasks.eval_tasks=2"])
+    table = resource_table(request_rows(config), [{"node": "127.0.0.1", "CPU": 4.0, "GPU": 0.0}])
     lines = table.splitlines()
     assert lines[1].split() == ["learner", "rank", "2", "1", "1", "2", "2"]
     assert [line.split()[-2:] for line in lines if line.startswith("asked for")] == [["7", "2"]]
     assert lines[-2].split() == ["node", "127.0.0.1", "4", "0"] and lines[-1].split() == ["cluster", "4", "0"]
 
 
-def test_startup_timeout_is_validated():
-    from webrl.config import ConfigError
-
+def test_startup_timeout_and_gpu_fractions_are_validated():
     with pytest.raises(ConfigError, match="resources.startup_timeout_s must be > 0"):
         ResourcesConfig(startup_timeout_s=0)
+    with pytest.raises(ConfigError, match="resources.gpus_per_learner_rank must be 0, a fraction below 1"):
+        ResourcesConfig(gpus_per_learner_rank=1.5)
+    assert ResourcesConfig(gpus_per_inference_worker=0.25, gpus_per_learner_rank=2.0).gpus_per_learner_rank == 2.0
 
 
 @pytest.mark.ray
@@ -117,7 +149,7 @@ def test_start_up_waits_end_with_an_error_naming_what_they_waited_for(ray_cluste
                                                 "resources.startup_timeout_s=2"])
     actors = RunActors(config, tmp_path)
     actors.start_env_workers()
-    with pytest.raises(ResourceError, match=r"not started: an env worker"):
+    with pytest.raises(ResourceError, match=r"timed out after 2 s waiting for actors to start \(not started: an env worker"):
         actors.wait_started()
     for worker in actors.env_workers:
         ray.kill(worker)

@@ -156,7 +156,7 @@ class LocalActors:
 
         self.env, self.learners, self.synced, self.closed = CountEnv(target=2), [], [], False
 
-    def start_ray(self):
+    def start_ray(self, mode="train"):
         pass
 
     def start_env_workers(self):

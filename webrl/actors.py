@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from webrl.resources import check_resources, cluster_nodes, wait_for
+from webrl.resources import ResourceError, check_resources, cluster_nodes, request_rows
 from webrl.train_config import WebRLConfig, run_layout
 
 
@@ -46,12 +46,14 @@ class RunActors:
         self._ray_started = False
 
     # -- Ray ------------------------------------------------------------------------------------
-    def start_ray(self) -> None:
+    def start_ray(self, mode: str = "train") -> None:
         """Join the caller's Ray (a Tune trial), a cluster, or start a local instance; then check
-        that the run can be placed (`webrl.resources`; a Tune trial's group is already placed)."""
+        that what `mode` starts ("train", "sft", "eval": `request_rows`) can be placed
+        (`webrl.resources`; a Tune trial's group is already placed)."""
+        rows = request_rows(self.config, mode)
         self._init_ray()
         if self.placement_group is None:
-            print(check_resources(self.config.resources, self.layout, cluster_nodes()))
+            print(check_resources(rows, cluster_nodes()))
 
     def _init_ray(self) -> None:
         import ray
@@ -121,11 +123,15 @@ class RunActors:
         refs = [actor.__ray_ready__.remote() for _, actor in starting]
         if not refs:
             return
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=self.config.resources.startup_timeout_s)
+        timeout_s = self.config.resources.startup_timeout_s
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        ray.get(list(ready))  # an actor whose constructor raised: its own error first
         done = set(ready)
         missing = sorted({what for (what, _), ref in zip(starting, refs) if ref not in done})
-        wait_for(refs, 0.001 if missing else self.config.resources.startup_timeout_s,
-                 f"actors to start (not started: {', '.join(missing)})" if missing else "actors to start")
+        if missing:
+            raise ResourceError(f"timed out after {timeout_s:g} s waiting for actors to start (not started: "
+                                f"{', '.join(missing)}; resources.startup_timeout_s): the cluster may lack the "
+                                "resources (see the table printed at start-up), or start-up is slow")
 
     def start_learner(self, section: Any, run: Any) -> Any:
         """A `LearnerGroup` of `resources.learner_ranks` ranks for `section` (the RL or the SFT

@@ -1,12 +1,13 @@
 """Resources checked before anything starts, and deadlines on everything that waits for Ray.
 
     nodes = cluster_nodes()                               # [{"node": ip, "CPU": 16.0, "GPU": 8.0}, ...]
-    print(resource_table(config.resources, layout, nodes))
-    reason = placement_refusal(layout.bundles[1:], nodes)  # None, or why no placement can exist
+    rows = request_rows(config, mode="train")             # [(kind, count, CPUs each, GPUs each), ...]
+    print(check_resources(rows, nodes))                   # the table; ResourceError when it cannot fit
     wait_for(refs, timeout_s, "4 learner ranks to start")  # ray.get with a deadline and a named wait
 
-A run asks for one bundle per actor (`bundle_layout`): learner ranks, rollout inference workers,
-the greedy evaluation worker when there are evaluation tasks, env workers. Ray waits forever for
+A run asks for one bundle per actor it starts (`request_rows`; training: learner ranks, rollout
+inference workers, the greedy evaluation worker when there are evaluation tasks, env workers;
+`webrl sft` and `webrl eval` ask only for what they start). Ray waits forever for
 resources it does not have (`placement_group.ready()`, an actor that cannot be scheduled), so
 `RunActors.start_ray` compares the request with the cluster's nodes first and refuses, in
 seconds, a run that cannot be placed, naming the settings to change.
@@ -14,7 +15,8 @@ seconds, a run that cannot be placed, naming the settings to change.
 The check is on node totals (what could ever be placed), not on what other jobs hold now: a
 request that fits the totals but not the free resources waits, and the wait has a deadline
 (`resources.startup_timeout_s`). Placement is first-fit by decreasing GPUs then CPUs, each
-bundle on one node (Ray places a bundle on one node); first-fit can refuse a request an exact
+bundle on one node (Ray places a bundle on one node), a fraction of a GPU inside one GPU, as Ray
+places it. An autoscaling cluster's nodes that are not up yet are not counted. First-fit can refuse a request an exact
 bin packing would place, which needs 3+ nodes of unequal sizes and bundles of mixed sizes: the
 error then says that the check is first-fit.
 """
@@ -45,20 +47,39 @@ def cluster_nodes() -> list[dict[str, Any]]:
             for n in ray.nodes() if n.get("Alive")]
 
 
-def request_rows(res: Any, layout: Any) -> list[tuple[str, int, float, float]]:
-    """(kind, count, CPUs each, GPUs each) of the actors a run starts (the driver is not an actor)."""
-    eval_workers = 1 if layout.eval_worker else 0
-    return [("learner rank", res.learner_ranks, res.cpus_per_learner_rank, res.gpus_per_learner_rank),
-            ("rollout inference worker", res.num_inference_workers, res.cpus_per_inference_worker,
-             res.gpus_per_inference_worker),
-            ("evaluation inference worker", eval_workers, res.cpus_per_inference_worker,
-             res.gpus_per_inference_worker),
-            ("env worker", res.num_env_workers, res.cpus_per_env_worker, 0.0)]
+MODES = ("train", "sft", "eval")
 
 
-def resource_table(res: Any, layout: Any, nodes: Sequence[dict[str, Any]]) -> str:
-    """What the run asks for, per actor kind and in total, beside what the cluster has."""
-    rows = request_rows(res, layout)
+def request_rows(config: Any, mode: str = "train") -> list[tuple[str, int, float, float]]:
+    """(kind, count, CPUs each, GPUs each) of the actors a run in `mode` starts (the driver is not
+    an actor). train: everything; sft (`webrl sft`): the learner only; eval (`webrl eval`): env
+    workers, the greedy worker (no GPU when eval.endpoint serves it) and, with
+    eval.samples_per_task, one sampler."""
+    if mode not in MODES:
+        raise ValueError(f"request_rows mode must be one of {MODES}, got {mode!r}")
+    res = config.resources
+    evaluating = config.tasks.eval_tasks > 0 and mode != "sft"
+    if mode == "train":
+        rollout = res.num_inference_workers
+    else:
+        rollout = 1 if mode == "eval" and evaluating and config.eval.samples_per_task else 0
+    eval_gpus = 0.0 if mode == "eval" and config.eval.endpoint else res.gpus_per_inference_worker
+    return [("learner rank", res.learner_ranks if mode != "eval" else 0, res.cpus_per_learner_rank,
+             res.gpus_per_learner_rank),
+            ("rollout inference worker", rollout, res.cpus_per_inference_worker, res.gpus_per_inference_worker),
+            ("evaluation inference worker", 1 if evaluating else 0, res.cpus_per_inference_worker, eval_gpus),
+            ("env worker", res.num_env_workers if mode != "sft" else 0, res.cpus_per_env_worker, 0.0)]
+
+
+def row_bundles(rows: Sequence[tuple[str, int, float, float]]) -> tuple[list[dict[str, float]], list[str]]:
+    """One {"CPU", "GPU"} bundle per actor of `rows`, and each bundle's actor kind."""
+    bundles = [{"CPU": cpus, "GPU": gpus} for _, count, cpus, gpus in rows for _ in range(count)]
+    kinds = [kind for kind, count, _, _ in rows for _ in range(count)]
+    return bundles, kinds
+
+
+def resource_table(rows: Sequence[tuple[str, int, float, float]], nodes: Sequence[dict[str, Any]]) -> str:
+    """What the run asks for (`request_rows`), per actor kind and in total, beside what the cluster has."""
     lines = [f"{'actor':<30}{'count':>6}{'CPU each':>10}{'GPU each':>10}{'CPU':>8}{'GPU':>8}"]
     for kind, count, cpus, gpus in rows:
         if count:
@@ -76,7 +97,8 @@ def placement_refusal(bundles: Sequence[dict[str, float]], nodes: Sequence[dict[
                       kinds: Optional[Sequence[str]] = None) -> Optional[str]:
     """None when every bundle can be placed on the nodes' totals, else the reason.
 
-    bundles: {"CPU": c, "GPU": g} each; kinds: the actor kind of each bundle (for the message).
+    bundles: {"CPU": c, "GPU": g} each, g = 0, a fraction < 1 (shares one GPU, as Ray places
+    it) or a whole number; kinds: the actor kind of each bundle (for the message).
     """
     kinds = list(kinds) if kinds is not None else ["actor"] * len(bundles)
     for key in RESOURCE_KEYS:
@@ -84,31 +106,57 @@ def placement_refusal(bundles: Sequence[dict[str, float]], nodes: Sequence[dict[
         have = sum(n.get(key, 0.0) for n in nodes)
         if need > have + 1e-9:
             return f"the run asks for {need:g} {key}s in all and the cluster has {have:g}"
-    free = [{key: n.get(key, 0.0) for key in RESOURCE_KEYS} for n in nodes]
+    free = [{"CPU": n.get("CPU", 0.0), "GPUS": _gpu_slots(n.get("GPU", 0.0))} for n in nodes]
     order = sorted(range(len(bundles)), key=lambda i: (-bundles[i].get("GPU", 0.0), -bundles[i].get("CPU", 0.0)))
     for i in order:
         bundle = bundles[i]
-        node = next((f for f in free if all(f[k] + 1e-9 >= bundle.get(k, 0.0) for k in RESOURCE_KEYS)), None)
+        node = next((f for f in free if _take(f, bundle, dry_run=True)), None)
         if node is None:
             want = ", ".join(f"{bundle.get(k, 0.0):g} {k}" for k in RESOURCE_KEYS)
-            largest = max(free, key=lambda f: (f["GPU"], f["CPU"])) if free else {"CPU": 0.0, "GPU": 0.0}
+            largest = max(free, key=lambda f: (sum(f["GPUS"]), f["CPU"])) if free else {"CPU": 0.0, "GPUS": []}
             return (f"a {kinds[i]} needs {want} on one node, and after placing the larger bundles first-fit "
                     f"no node has that left (the most left on a node: {largest['CPU']:g} CPU, "
-                    f"{largest['GPU']:g} GPU)")
-        for k in RESOURCE_KEYS:
-            node[k] -= bundle.get(k, 0.0)
+                    f"{sum(largest['GPUS']):g} GPU)")
+        _take(node, bundle, dry_run=False)
     return None
 
 
-def bundle_kinds(res: Any, layout: Any) -> list[str]:
-    """The actor kind of each of `layout.bundles[1:]` (bundle 0 is the driver's)."""
-    return [kind for kind, count, _, _ in request_rows(res, layout) for _ in range(count)]
+def _gpu_slots(total: float) -> list[float]:
+    """A node's GPUs as free capacities: whole GPUs, plus the remainder of a fractional total."""
+    whole = int(total + 1e-9)
+    rest = total - whole
+    return [1.0] * whole + ([rest] if rest > 1e-9 else [])
 
 
-def check_resources(res: Any, layout: Any, nodes: Sequence[dict[str, Any]]) -> str:
-    """The resource table; raises ResourceError naming the settings when the run cannot be placed."""
-    table = resource_table(res, layout, nodes)
-    reason = placement_refusal(layout.bundles[1:], nodes, bundle_kinds(res, layout))
+def _take(node: dict[str, Any], bundle: dict[str, float], dry_run: bool) -> bool:
+    """Whether `bundle` fits what is left of `node`; takes it unless `dry_run`. A fraction of a
+    GPU goes to the GPU with the least room that holds it (best fit), whole GPUs to free ones."""
+    cpus, gpus = bundle.get("CPU", 0.0), bundle.get("GPU", 0.0)
+    if node["CPU"] + 1e-9 < cpus:
+        return False
+    slots = node["GPUS"]
+    if 0 < gpus < 1:
+        fitting = [k for k, left in enumerate(slots) if left + 1e-9 >= gpus]
+        if not fitting:
+            return False
+        chosen = [min(fitting, key=lambda k: slots[k])]
+    else:
+        chosen = [k for k, left in enumerate(slots) if left >= 1.0 - 1e-9][:int(round(gpus))]
+        if len(chosen) < round(gpus):
+            return False
+    if not dry_run:
+        node["CPU"] -= cpus
+        for k in chosen:
+            slots[k] -= gpus if gpus < 1 else 1.0
+    return True
+
+
+def check_resources(rows: Sequence[tuple[str, int, float, float]], nodes: Sequence[dict[str, Any]]) -> str:
+    """The resource table of `request_rows`; raises ResourceError naming the settings when the
+    actors cannot be placed."""
+    table = resource_table(rows, nodes)
+    bundles, kinds = row_bundles(rows)
+    reason = placement_refusal(bundles, nodes, kinds)
     if reason is None:
         return table
     settings = [s for kind in ("learner", "inference", "eval", "env") for s in SETTINGS[kind]]

@@ -125,6 +125,11 @@ class ResourcesConfig:
             raise ConfigError("resources: num_env_workers, num_inference_workers and learner_ranks must be >= 1")
         if not self.startup_timeout_s > 0:
             raise ConfigError(f"resources.startup_timeout_s must be > 0, got {self.startup_timeout_s!r}")
+        for name in ("gpus_per_inference_worker", "gpus_per_learner_rank"):
+            gpus = getattr(self, name)
+            if gpus < 0 or (gpus > 1 and gpus != int(gpus)):
+                raise ConfigError(f"resources.{name} must be 0, a fraction below 1 (GPUs shared) or a whole "
+                                  f"number, got {gpus!r} (Ray places no fraction of a GPU above 1)")
 
 
 @dataclass

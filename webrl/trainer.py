@@ -196,7 +196,7 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.model_path = initial_model(cfg, self.run_dir)
-        self.actors.start_ray()
+        self.actors.start_ray("train" if rollout else "eval" if evaluation else "sft")
         self.log = RunLog(self.run_dir, cfg.trainer.log_every)
         if evaluation:
             self.parts = start_parts(cfg, self.actors, self.model_path, self.run_dir, self.log, rollout, self.iteration)

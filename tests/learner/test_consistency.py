@@ -34,6 +34,8 @@ def test_metrics_by_hand():
     assert logprob_mismatch([LearnerSample([1], [5])], [[-1.0]], 0.1) == {}
     with pytest.raises(ValueError, match="2 entries for 1 response tokens"):
         logprob_mismatch([sample([-1.0])], [[-1.0, -1.0]], 0.1)
+    with pytest.raises(ValueError, match="1 entries for 2 response tokens"):
+        logprob_mismatch([sample([-1.0, -1.0])], [[-1.0]], 0.1)
 
 
 def test_alarm_fires_past_the_fraction_and_names_where():

@@ -70,11 +70,11 @@ def logprob_mismatch(samples: Sequence[Any], learner_logprobs: Sequence[Any],
     for sample, learner in zip(samples, learner_logprobs):
         if not sample.rollout_logprobs:
             continue
+        if len(learner) != len(sample.response_ids):  # before subtracting: a length-1 row would broadcast
+            raise ValueError(f"learner log-probs have {len(learner)} entries for {len(sample.response_ids)} "
+                             "response tokens")
         diff = (torch.as_tensor(learner, dtype=torch.float64)
                 - torch.as_tensor(sample.rollout_logprobs, dtype=torch.float64)).abs()  # (R_s,)
-        if diff.numel() != len(sample.response_ids):
-            raise ValueError(f"learner log-probs have {diff.numel()} entries for {len(sample.response_ids)} "
-                             "response tokens")
         turn_mean = float(diff.mean())
         per_turn.append(turn_mean)
         tokens_sum, tokens, worst = tokens_sum + float(diff.sum()), tokens + diff.numel(), max(worst, float(diff.max()))

@@ -30,7 +30,7 @@ from webrl.learner.metrics import merge_metrics
 from webrl.learner.samples import LearnerSample, scale_batch
 from webrl.learner.weights import WeightUpdate
 from webrl.learner.worker import ForwardResult, LearnerWorker, StepScale
-from webrl.resources import ResourceError, wait_for
+from webrl.resources import wait_for
 
 
 def free_port() -> int:
@@ -137,9 +137,7 @@ class RayRanks:
     def __init__(self, config: LearnerConfig, run: LearnerRun, num_ranks: int, resources_per_rank: dict[str, float],
                  placement_group=None, bundle_offset: int = 0, env_vars: Optional[dict[str, str]] = None,
                  startup_timeout_s: float = 900.0):
-        import ray
         from ray.util.placement_group import placement_group as make_pg, remove_placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self._owned_pg = placement_group is None
         if placement_group is not None and not 0 <= bundle_offset <= placement_group.bundle_count - num_ranks:
@@ -148,13 +146,22 @@ class RayRanks:
                              f"{placement_group.bundle_count}")
         if placement_group is None:
             placement_group = make_pg([dict(resources_per_rank) for _ in range(num_ranks)], strategy="PACK")
-            try:
-                wait_for(placement_group.ready(), startup_timeout_s,
-                         f"the learner's placement group ({num_ranks} x {resources_per_rank})")
-            except ResourceError:
-                remove_placement_group(placement_group)
-                raise
-        self.placement_group, self._remove_pg = placement_group, remove_placement_group
+        self.placement_group, self._remove_pg, self.workers = placement_group, remove_placement_group, []
+        try:  # whatever fails from here (a deadline, a rank's constructor) frees the ranks and our group
+            self._start(config, run, num_ranks, resources_per_rank, bundle_offset, env_vars, startup_timeout_s)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _start(self, config: LearnerConfig, run: LearnerRun, num_ranks: int, resources_per_rank: dict[str, float],
+               bundle_offset: int, env_vars: Optional[dict[str, str]], startup_timeout_s: float) -> None:
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        placement_group = self.placement_group
+        if self._owned_pg:
+            wait_for(placement_group.ready(), startup_timeout_s,
+                     f"the learner's placement group ({num_ranks} x {resources_per_rank})")
         cpus, gpus = resources_per_rank.get("CPU", 1), resources_per_rank.get("GPU", 0)
 
         def where(rank: int):
@@ -168,12 +175,9 @@ class RayRanks:
             actor_cls.options(num_cpus=cpus, num_gpus=gpus, scheduling_strategy=where(r), runtime_env=runtime_env)
             .remote(config, run, r, num_ranks, addr, port, int(max(1, cpus)))
             for r in range(num_ranks)]
-        try:  # construction errors surface here; a rank that cannot start leaves the rest in rendezvous
-            wait_for([w.pid.remote() for w in self.workers], startup_timeout_s,
-                     f"{num_ranks} learner rank(s) to load the model and form their process group")
-        except ResourceError:
-            self.shutdown()
-            raise
+        # construction errors surface here; a rank that cannot start leaves the rest in rendezvous
+        wait_for([w.pid.remote() for w in self.workers], startup_timeout_s,
+                 f"{num_ranks} learner rank(s) to load the model and form their process group")
 
     def call(self, method: str, args_per_rank: Sequence[tuple]) -> list:
         import ray

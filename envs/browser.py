@@ -6,7 +6,8 @@ env slots can share one browser (`EnvWorker`). If Chromium dies, `relaunch()` st
 and bumps `generation`, which tells every slot that its context belongs to a dead browser.
 
 Every context gets the readiness probe (`webrl.envs.readiness`) as an init script; waiting on
-it after an action lives there too.
+it after an action lives there too. It also gets the listener registry (envs/listeners.js) that
+element discovery reads.
 
 Departure from common practice: Playwright's default `--disable-popup-blocking` flag is dropped,
 so Chromium's own popup blocker stops `window.open` floods without a user gesture.
@@ -23,6 +24,7 @@ from typing import Any, Optional
 from playwright.sync_api import Browser, BrowserContext, Playwright, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
+from webrl.envs.observation import listeners_init_script
 from webrl.envs.readiness import READINESS_INIT_SCRIPT
 
 CHROMIUM_FLAGS = (
@@ -239,7 +241,8 @@ class BrowserSession:
 
     # -- episodes ----------------------------------------------------------------------------
     def new_context(self, viewport: Optional[tuple[int, int]] = None, record_har_path: str = "") -> BrowserContext:
-        """A fresh isolated context with the readiness probe installed; downloads refused.
+        """A fresh isolated context with the readiness probe and listener registry installed;
+        downloads refused.
 
         `viewport` (width, height) defaults to this session's config; envs sharing a session
         pass their own. `record_har_path`: write the context's traffic there as a HAR (bodies
@@ -254,6 +257,7 @@ class BrowserSession:
             accept_downloads=False, service_workers="block", locale="en-US",
             timezone_id="UTC", **har)
         context.add_init_script(READINESS_INIT_SCRIPT)
+        context.add_init_script(listeners_init_script())
         return context
 
 

@@ -11,6 +11,12 @@ Notation:
 
 Elements are collected by `som.js` through `wait_for_function` rather than `evaluate`: its
 timeout is enforced outside the page, so a page stuck in a script cannot hang the observation.
+`ObservationConfig.discovery` chooses the candidates: "selectors" gives the element lists the
+shipped checkpoints were trained on; "full" (the default) also finds what pages make clickable
+without saying so (listeners, handlers delegated to a React root, `cursor: pointer`, tabindex,
+open shadow roots). On pages where "selectors" missed nothing, both give the same list (the
+sandbox sites are tested for it).
+
 Text fields use `AnyText`, a Gymnasium `Text` space that accepts any Unicode string up to its
 maximum length, because page titles and URLs are not limited to an alphabet.
 """
@@ -29,6 +35,7 @@ from PIL import Image, ImageDraw, ImageFont
 TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_error", "tabs")
 MAX_TEXT_CHARS = 1 << 20
 MAX_STEP_INDEX = 1 << 20
+DISCOVERY_MODES = ("selectors", "full")
 _PALETTE = ((230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180),
             (0, 128, 128), (240, 50, 230), (128, 0, 0), (0, 0, 128), (128, 128, 0))
 
@@ -45,8 +52,15 @@ class ObservationConfig:
     """Accessible names and option labels are cut to this length."""
     list_offscreen: bool = True
     """List elements outside the viewport in elements_text (marked "offscreen")."""
+    discovery: str = "full"
+    """How som.js finds candidates: "selectors" (native controls and ARIA widgets by CSS
+    selector, the lists the shipped checkpoints were trained on) or "full" (also elements with
+    pointer-event listeners, handler properties or React handler props, tabindex >= 0,
+    `cursor: pointer` widgets and open shadow roots; see the header of envs/som.js)."""
 
     def __post_init__(self) -> None:
+        if self.discovery not in DISCOVERY_MODES:
+            raise ValueError(f"ObservationConfig.discovery must be one of {DISCOVERY_MODES}, got {self.discovery!r}")
         if not 1 <= self.max_elements <= 100_000:
             raise ValueError(f"ObservationConfig.max_elements must be in 1..100000, got {self.max_elements!r}")
         if not 8 <= self.max_name_chars <= 1000:
@@ -82,13 +96,21 @@ def som_script() -> str:
     return (Path(__file__).with_name("som.js")).read_text()
 
 
+@lru_cache(maxsize=1)
+def listeners_init_script() -> str:
+    """The listener registry (envs/listeners.js) that som.js's "full" discovery reads; an init
+    script, installed in every context by `BrowserSession.new_context`."""
+    return (Path(__file__).with_name("listeners.js")).read_text()
+
+
 def collect_elements(page: Any, config: ObservationConfig, timeout_s: float) -> dict[str, Any]:
     """Run som.js in `page`: {"elements": [...], "truncated": int, "scrollY": ..., ...}.
 
     Raises playwright's TimeoutError if the page does not answer within `timeout_s`.
     """
     handle = page.wait_for_function(
-        som_script(), arg={"maxElements": config.max_elements, "maxNameChars": config.max_name_chars},
+        som_script(), arg={"maxElements": config.max_elements, "maxNameChars": config.max_name_chars,
+                           "discovery": config.discovery},
         timeout=max(1.0, timeout_s * 1000))
     try:
         return handle.json_value()

@@ -10,6 +10,8 @@ LOSS_AGGREGATIONS, OBJECTIVES. Modules:
 - aggregation: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm,
                traj-mean-token-mean (1/|tau|), with full-batch scales for micro-batching.
 - sft:         action-aware token weights, action/coordinate spans, reasoning mix sampler.
+- step_advantages: GiGPO's step groups of repeated page states, discounted step returns,
+               step-relative advantages combined with the episode-level ones.
 - objectives:  `grpo`, `ppo`, `sft` with GRPOConfig / PPOConfig / SFTConfig, returning
                (loss, metrics), and the advantage stages `group_advantages` / `ppo_advantages`.
 """
@@ -23,6 +25,9 @@ from .losses import (KL_ESTIMATORS, POLICY_LOSSES, PolicyLoss, PolicyLossConfig,
 from .objectives import (OBJECTIVES, AdvantageResult, BatchExtras, GRPOConfig, LearnerOutputs, PPOConfig,
                          full_batch_scale, group_advantages, grpo, kl_reward_penalty, ppo, ppo_advantages, sft)
 from .sft import SFTConfig, ReasoningMixSampler, action_char_spans, action_token_weights, spans_to_token_mask, strip_reasoning
+from .step_advantages import (StepAdvantageConfig, combine_advantages, discounted_step_returns, normalize_url,
+                              state_key, state_similarity, step_advantages, step_group_metrics, step_groups,
+                              step_relative_advantages)
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS", "NEGATIVE_SCALES", "GroupAdvantageConfig", "broadcast_to_tokens", "broadcast_to_turns",
@@ -35,4 +40,6 @@ __all__ = [
     "full_batch_scale", "group_advantages", "grpo", "kl_reward_penalty", "ppo", "ppo_advantages", "sft",
     "SFTConfig", "ReasoningMixSampler", "action_char_spans", "action_token_weights", "spans_to_token_mask",
     "strip_reasoning",
+    "StepAdvantageConfig", "combine_advantages", "discounted_step_returns", "normalize_url", "state_key",
+    "state_similarity", "step_advantages", "step_group_metrics", "step_groups", "step_relative_advantages",
 ]

@@ -42,6 +42,7 @@ from .aggregation import LossScale, aggregate, aggregate_samples, loss_scale, ma
 from .losses import (KL_ESTIMATORS, POLICY_LOSSES, PolicyLossConfig, clipped_value_loss, kl_k3,
                      truncated_is_weights)
 from .sft import SFTConfig, action_token_weights
+from .step_advantages import StepAdvantageConfig
 
 __all__ = [
     "OBJECTIVES", "GRPOConfig", "PPOConfig", "SFTConfig", "LearnerOutputs", "BatchExtras", "AdvantageResult",
@@ -98,14 +99,19 @@ class AdvantageResult:
 
 @dataclass
 class GRPOConfig:
-    """Multi-turn GRPO: group advantages per trajectory, broadcast to turns, PPO-clip surrogate."""
+    """Multi-turn GRPO: group advantages per trajectory, broadcast to turns (plus, with
+    step.weight > 0, GiGPO's step-level advantages), PPO-clip surrogate."""
 
     advantage: GroupAdvantageConfig = field(default_factory=GroupAdvantageConfig)
     """How rewards become advantages (estimator, zero-variance filter, negative scaling)."""
     loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     """Surrogate, clipping, KL, entropy and aggregation."""
+    step: StepAdvantageConfig = field(default_factory=StepAdvantageConfig)
+    """Step-level advantages from repeated page states (GiGPO); step.weight 0 (default) is off."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.step, StepAdvantageConfig):
+            raise ValueError(f"GRPOConfig.step must be a StepAdvantageConfig, got {type(self.step).__name__}")
         if not isinstance(self.advantage, GroupAdvantageConfig):
             raise ValueError(f"GRPOConfig.advantage must be a GroupAdvantageConfig, got {type(self.advantage).__name__}")
         if not isinstance(self.loss, PolicyLossConfig):

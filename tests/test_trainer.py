@@ -28,9 +28,14 @@ def test_trainer_config_errors_name_the_key():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["learner.objective=ppo", "learner.value_head=true"],
-     r"learner.objective must be one of \('grpo',\).*ppo is not wired yet"),
-    (["learner.objective=sft"], r"learner.objective must be one of \('grpo',\)"),
+    (["learner.objective=sft"], r"learner.objective must be one of \('grpo', 'ppo'\)"),
+    (["learner.ppo.lam=0.5"], r"learner.ppo=.* has no effect.*learner.objective is 'grpo'"),
+    (["learner.objective=ppo", "learner.value_head=true", "learner.grpo.advantage.estimator=rloo"],
+     r"learner.grpo=.* has no effect.*learner.objective is 'ppo'"),
+    (["learner.value_head=true"], r"learner.value_head=True has no effect.*only objective=ppo"),
+    (["learner.objective=ppo", "learner.value_head=true", "learner.ppo.loss.kl_mode=reward",
+      "learner.ppo.loss.kl_coef=0.1", "learner.reference=copy"],
+     r"learner.ppo.loss.kl_mode='reward' has no effect"),
     (["learner.grpo.loss.kl_mode=reward", "learner.grpo.loss.kl_coef=0.1"],
      r"learner.grpo.loss.kl_mode='reward' has no effect.*the advantage stage takes no KL penalty"),
     (["sft.learner.sft.action_weight=2.0"], r"sft.learner.sft.action_weight=2.0 has no effect.*builds no action masks"),

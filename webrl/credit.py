@@ -1,47 +1,130 @@
-"""Credit assignment: scored trajectories -> learner samples, one pure in-process function.
+"""Credit assignment: scored trajectories -> learner samples, pure in-process functions.
 
     samples, metrics = trajectories_to_samples(trajectories, "grpo", config.learner.grpo)
+    samples, metrics = gae_stage(samples, values, config.learner.ppo)   # PPO, once values exist
 
 Notation: N trajectories that are trained on (status "ok" and scored), G groups among them, S
 turn samples (the turns of the N trajectories that have sampled tokens).
 
-The advantage stage is chosen by objective from `ADVANTAGE_STAGES`, a plain dict whose entries
-all take `(trajectories, objective config)` and return `(per-trajectory advantages (N,), keep
-mask (N,), metrics)`, as `webrl.algos` dispatches its estimators. GRPO's stage normalises each
-trajectory's outcome reward within its group (`algos.group_advantages`) and the trajectory's
-advantage is broadcast to every turn (the recipe's choice). Multi-turn PPO needs per-turn values
-and returns that nothing produces yet, so "ppo" has no stage here and `WebRLConfig` refuses it.
+The stage is chosen by objective from `ADVANTAGE_STAGES`, a plain dict whose entries all take
+`(trajectories, objective config)` and return `(samples (S,), metrics)`, as `webrl.algos`
+dispatches its estimators.
+
+- "grpo": each trajectory's outcome reward is normalised within its group
+  (`algos.group_advantages`) and broadcast to every turn (the recipe's choice).
+  With `grpo.step.weight` > 0, GiGPO's step-level advantages from repeated page states are
+  added per turn (`algos.step_advantages`).
+- "ppo": every trajectory is trained on (the value baseline, not the group, gives the signal,
+  so nothing is filtered); each turn sample carries its reward r_t (the outcome on the
+  trajectory's last turn sample, 0 before). Advantages need per-turn values V(s_t) of the
+  weights about to be updated, which only the learner can compute: `LearnerGroup` runs
+  `gae_stage` at the start of each update, on the same forward pass that gives the proximal
+  log-probs, so PPO costs no extra pass when ppo_epochs x mini_batches > 1.
 
 No Ray, no model, no I/O: a test builds trajectories by hand and checks the samples.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Sequence
 
 import torch
-from torch import Tensor
 
 from webrl.types import Trajectory
 
-AdvantageStage = Callable[[Sequence[Trajectory], Any], tuple[Tensor, Tensor, dict[str, float]]]
+AdvantageStage = Callable[[Sequence[Trajectory], Any], tuple[list, dict[str, float]]]
+
+SUCCESS_THRESHOLD = 0.5
+"""PPO's success_rate metric counts rewards >= this (GRPO's comes from its advantage config)."""
 
 
-def grpo_stage(trajectories: Sequence[Trajectory], config: Any) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """GRPO: group-normalised outcome rewards. Groups are numbered in order of first appearance.
-
-    Returns advantages (N,), keep (N,) bool (False: a zero-variance group the config filters
-    out), and the estimator's metrics.
-    """
-    from webrl.algos import group_advantages
-
+def _group_numbers(trajectories: Sequence[Trajectory]) -> torch.Tensor:
+    """(N,) long: group ids numbered in order of first appearance."""
     groups = {g: i for i, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))}
+    return torch.tensor([groups[t.group_id] for t in trajectories])
+
+
+def grpo_stage(trajectories: Sequence[Trajectory], config: Any) -> tuple[list, dict[str, float]]:
+    """GRPO: group-normalised outcome rewards, broadcast to every turn of the trajectory; the
+    trajectories of zero-variance groups are left out when the config filters them.
+
+    With config.step.weight = w > 0 (GiGPO), each turn sample's advantage becomes
+    A^E + w * A^S (`algos.step_advantages`): turns of a group that acted on the same page state
+    (`turn_state_key`) are compared by their discounted returns. A turn of a filtered group is
+    then kept when its step part is non-zero: an all-success group still says which turns
+    reached the goal sooner from a shared state (with gamma < 1).
+    """
+    from webrl.algos import group_advantages, step_advantages
+    from webrl.learner.samples import samples_from_trajectories
+
     rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)  # (N,)
-    group_index = torch.tensor([groups[t.group_id] for t in trajectories])  # (N,)
-    result = group_advantages(rewards, group_index, config)
-    return result.advantages, result.keep, dict(result.metrics)
+    groups = _group_numbers(trajectories)
+    result = group_advantages(rewards, groups, config)
+    keep = result.keep.tolist()
+    if config.step.weight == 0:
+        return samples_from_trajectories(trajectories, result.advantages.tolist(), keep), dict(result.metrics)
+    samples = samples_from_trajectories(trajectories, result.advantages.tolist())  # (S,) every turn
+    trajectory = torch.tensor([s.trajectory_index for s in samples])
+    keys = [turn_state_key(trajectories[s.trajectory_index], s.trajectory_index, s.turn_index) for s in samples]
+    combined, step, metrics = step_advantages(
+        torch.tensor([s.advantage for s in samples], dtype=torch.float64),
+        torch.tensor([s.reward for s in samples], dtype=torch.float64), keys, groups[trajectory], trajectory,
+        config.step)
+    kept = [dataclasses.replace(s, advantage=float(a)) for s, a, part in zip(samples, combined.tolist(), step.tolist())
+            if keep[s.trajectory_index] or part != 0.0]
+    metrics.update(result.metrics, step_kept_samples=float(sum(not keep[s.trajectory_index] for s in kept)))
+    return kept, metrics
 
 
-ADVANTAGE_STAGES: dict[str, AdvantageStage] = {"grpo": grpo_stage}
+def turn_state_key(trajectory: Trajectory, n: int, t: int) -> str:
+    """The page state turn t of trajectory n acted on (`algos.state_key`: URL + element list). A
+    turn with neither recorded (an imported step) gets a key of its own, so it joins no step group."""
+    from webrl.algos import state_key
+
+    observation = trajectory.turns[t].observation
+    if not (observation.url or observation.elements_text):
+        return f"\x00unrecorded/{n}/{t}"
+    return state_key(observation.url, observation.elements_text)
+
+
+def ppo_stage(trajectories: Sequence[Trajectory], config: Any) -> tuple[list, dict[str, float]]:
+    """PPO, trajectory part: every turn sample with its turn reward and advantage 0 (GAE fills
+    the advantage in, `gae_stage`)."""
+    from webrl.learner.samples import samples_from_trajectories
+
+    rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)  # (N,)
+    samples = samples_from_trajectories(trajectories, [0.0] * len(trajectories))
+    metrics = {"reward_mean": float(rewards.mean()), "success_rate": float((rewards >= SUCCESS_THRESHOLD).float().mean()),
+               "num_groups": float(len(set(t.group_id for t in trajectories))),
+               "filtered_groups": 0.0, "kept_trajectories": float(len(trajectories))}
+    return samples, metrics
+
+
+def gae_stage(samples: Sequence[Any], values: Sequence[float], config: Any) -> tuple[list, dict[str, float]]:
+    """PPO, value part: turn-level GAE over each trajectory's turn samples.
+
+    samples: (S,) `LearnerSample`s in trajectory order, turns in time order (what `ppo_stage`
+    gives), with `reward` set; values: (S,) V(s_t) of the weights about to be updated, at each
+    turn's last prompt token. Returns the samples with advantage (whitened over the S samples
+    when config.whiten_advantages), old_value = V(s_t) and value_return = A_t + V(s_t) (before
+    whitening), and the estimator's metrics.
+    """
+    from webrl.algos import ppo_advantages
+
+    if len(values) != len(samples):
+        raise ValueError(f"gae_stage got {len(values)} values for {len(samples)} samples")
+    if not samples:
+        return [], {}
+    rewards = torch.tensor([s.reward for s in samples], dtype=torch.float64)  # (S,)
+    v = torch.tensor([float(x) for x in values], dtype=torch.float64)  # (S,)
+    trajectory = torch.tensor([s.trajectory_index for s in samples])  # (S,)
+    advantages, returns, metrics = ppo_advantages(rewards, v, trajectory, config)
+    out = [dataclasses.replace(s, advantage=float(a), old_value=float(x), value_return=float(r))
+           for s, a, x, r in zip(samples, advantages.tolist(), v.tolist(), returns.tolist())]
+    return out, metrics
+
+
+ADVANTAGE_STAGES: dict[str, AdvantageStage] = {"grpo": grpo_stage, "ppo": ppo_stage}
 
 
 def trajectories_to_samples(trajectories: Sequence[Trajectory], objective: str,
@@ -51,12 +134,9 @@ def trajectories_to_samples(trajectories: Sequence[Trajectory], objective: str,
     Trajectories that were dropped or never scored are left out first; with none left the
     result is ([], {"kept_trajectories": 0.0}) and the trainer skips the update.
     """
-    from webrl.learner.samples import samples_from_trajectories
-
     if objective not in ADVANTAGE_STAGES:
         raise ValueError(f"no advantage stage for objective {objective!r}; stages: {sorted(ADVANTAGE_STAGES)}")
     trained = [t for t in trajectories if t.status == "ok" and t.reward is not None]
     if not trained:
         return [], {"kept_trajectories": 0.0}
-    advantages, keep, metrics = ADVANTAGE_STAGES[objective](trained, config)
-    return samples_from_trajectories(trained, advantages.tolist(), keep.tolist()), metrics
+    return ADVANTAGE_STAGES[objective](trained, config)

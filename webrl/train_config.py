@@ -328,13 +328,12 @@ class WebRLConfig:
     def __post_init__(self) -> None:
         if self.learner.objective not in RL_OBJECTIVES:
             raise ConfigError(f"learner.objective must be one of {RL_OBJECTIVES} (the RL objective; sft.learner runs "
-                              f"SFT), got {self.learner.objective!r}. ppo is not wired yet: multi-turn PPO needs "
-                              f"per-turn values, old values and returns that no stage produces")
+                              f"SFT), got {self.learner.objective!r}")
         for key, value, why in _inert_settings(self):
             raise ConfigError(f"{key}={value!r} has no effect in this version ({why}); leave it at its default")
 
 
-RL_OBJECTIVES = ("grpo",)
+RL_OBJECTIVES = ("grpo", "ppo")
 """Objectives the trainer runs end to end (`webrl.credit.ADVANTAGE_STAGES`)."""
 
 
@@ -342,11 +341,20 @@ def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
     """(key, value, why) of every setting the config accepts but the run would ignore."""
     from webrl.algos import SFTConfig
 
+    from webrl.algos import GRPOConfig, PPOConfig
+
     out = []
-    loss = config.learner.grpo.loss
+    learner = config.learner
+    loss = learner.objective_config.loss
     if loss.kl_mode == "reward" and loss.kl_coef > 0:
-        out.append(("learner.grpo.loss.kl_mode", "reward", "the advantage stage takes no KL penalty; use "
-                    "kl_mode=loss with learner.reference=copy"))
+        out.append((f"learner.{learner.objective}.loss.kl_mode", "reward", "the advantage stage takes no KL "
+                    "penalty; use kl_mode=loss with learner.reference=copy"))
+    for name, default in (("grpo", GRPOConfig()), ("ppo", PPOConfig())):
+        if name != learner.objective and getattr(learner, name) != default:
+            out.append((f"learner.{name}", getattr(learner, name), f"learner.objective is {learner.objective!r}; "
+                        f"set learner.objective={name} or leave learner.{name} at its defaults"))
+    if learner.value_head and learner.objective != "ppo":
+        out.append(("learner.value_head", True, "only objective=ppo trains or reads the value head"))
     neutral = SFTConfig(action_weight=1.0, coordinate_factor=1.0, direct_fraction=0.0)
     for name in ("action_weight", "coordinate_factor", "direct_fraction"):
         value = getattr(config.sft.learner.sft, name)

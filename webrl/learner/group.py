@@ -277,13 +277,18 @@ class LearnerGroup:
         return metrics
 
     def _prepare(self, samples: list[LearnerSample]) -> tuple[list[LearnerSample], dict[str, float]]:
-        """Attach reference log-probs (KL) and proximal log-probs (several steps or TIS); the
-        rollout-vs-learner mismatch metrics of the start-of-update log-probs, when computed.
+        """Attach reference log-probs (KL), proximal log-probs (several steps or TIS) and, for
+        PPO, old values with GAE advantages and returns; the rollout-vs-learner mismatch metrics
+        of the start-of-update log-probs, when computed.
 
         Off-policy semantics: one optimizer step without tis_cap takes the ratio against the
         rollout's log-probs; otherwise against the proximal ones (the learner at the start of the
-        update), and the rollout's enter only the truncated importance weights.
+        update), and the rollout's enter only the truncated importance weights. PPO's old values
+        are the value head's at the start of the update (one forward pass gives them together
+        with the proximal log-probs).
         """
+        from webrl.credit import gae_stage
+
         if self.config.objective == "sft":
             return samples, {}
         loss, check = self.config.objective_config.loss, self.config.consistency
@@ -292,9 +297,11 @@ class LearnerGroup:
             ref = self.compute_logprobs(samples, reference=True).logprobs
             samples = [dataclasses.replace(s, ref_logprobs=r.tolist()) for s, r in zip(samples, ref)]
         proximal = steps > 1 or loss.tis_cap is not None
-        if not (proximal or (check.every and self.policy_version % check.every == 0)):
+        values = self.config.objective == "ppo"
+        if not (proximal or values or (check.every and self.policy_version % check.every == 0)):
             return samples, {}
-        prox = [p.tolist() for p in self.compute_logprobs(samples).logprobs]
+        start = self.compute_logprobs(samples)
+        prox = [p.tolist() for p in start.logprobs]
         metrics = logprob_mismatch(samples, prox, check.turn_threshold)
         alarm = mismatch_alarm(metrics, check)
         if metrics:
@@ -303,6 +310,9 @@ class LearnerGroup:
             print(f"webrl: ALARM at policy version {self.policy_version}: {alarm}", flush=True)
         if proximal:
             samples = [dataclasses.replace(s, proximal_logprobs=p) for s, p in zip(samples, prox)]
+        if values:
+            samples, gae = gae_stage(samples, start.values, self.config.ppo)
+            metrics.update(gae)
         return samples, metrics
 
     def _optimizer_step(self, samples: Sequence[LearnerSample]) -> dict[str, float]:
@@ -328,6 +338,10 @@ class LearnerGroup:
 
     def full_state_dict(self) -> dict:
         return self._all("full_state_dict")[0]
+
+    def value_head_state(self) -> Optional[dict]:
+        """The value head's parameters on CPU (None without one); collective under ZeRO-3."""
+        return self._all("value_head_state")[0]
 
     def save(self, path: str, client_state: Optional[dict[str, Any]] = None) -> str:
         """Atomic checkpoint at `path`; a `step-N` folder name also prunes to keep_last."""

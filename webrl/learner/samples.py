@@ -29,9 +29,12 @@ class LearnerSample:
     response_ids: (R,) sampled (or demonstrated) response ids.
     rollout_logprobs: (R,) sampling-time log-probs, or empty (SFT / demonstrations).
     images: the prompt's images, in prompt order, as compressed bytes.
-    advantage: the turn's advantage (GRPO: its trajectory's, broadcast), 0 for SFT.
+    advantage: the turn's advantage (GRPO: its trajectory's, broadcast; PPO: turn-level GAE,
+      filled in by the learner at the start of the update), 0 for SFT.
     turn_index: the turn's position in its trajectory (0 = first), for per-turn metrics.
-    old_value / value_return: PPO value targets (old prediction and GAE return).
+    reward: the turn's own reward r_t for GAE: the trajectory's outcome reward on its last turn
+      sample, 0 on the others (outcome-only rewards, as `algos.outcome_turn_rewards`).
+    old_value / value_return: PPO value targets (start-of-update prediction and GAE return).
     action_mask / coordinate_mask: (R,) optional SFT token weights' masks on the response.
     ref_logprobs / proximal_logprobs: (R,) reference-policy and start-of-update learner
       log-probs; the learner fills them in when the objective needs them.
@@ -45,6 +48,7 @@ class LearnerSample:
     group_index: int = 0
     trajectory_index: int = 0
     turn_index: int = 0
+    reward: float = 0.0
     policy_version: int = -1
     old_value: float = 0.0
     value_return: float = 0.0
@@ -79,7 +83,8 @@ def samples_from_trajectories(trajectories: Sequence[Trajectory], advantages: Se
 
     advantages, keep: (N,) per trajectory (`webrl.algos.group_advantages`' advantages / keep).
     group_index numbers distinct group_ids in order of appearance; trajectory_index is the
-    trajectory's position in `trajectories`.
+    trajectory's position in `trajectories`; the last sample of a scored trajectory carries its
+    reward (`LearnerSample.reward`).
     """
     groups: dict[str, int] = {}
     out = []
@@ -87,10 +92,11 @@ def samples_from_trajectories(trajectories: Sequence[Trajectory], advantages: Se
         group = groups.setdefault(traj.group_id, len(groups))
         if traj.status != "ok" or (keep is not None and not keep[n]):
             continue
-        for t, turn in enumerate(traj.turns):
-            if turn.response_ids:
-                out.append(LearnerSample.from_turn(turn, float(advantages[n]), group_index=group,
-                                                   trajectory_index=n, turn_index=t))
+        turns = [(t, turn) for t, turn in enumerate(traj.turns) if turn.response_ids]
+        for k, (t, turn) in enumerate(turns):
+            reward = float(traj.reward) if k == len(turns) - 1 and traj.reward is not None else 0.0
+            out.append(LearnerSample.from_turn(turn, float(advantages[n]), group_index=group,
+                                               trajectory_index=n, turn_index=t, reward=reward))
     return out
 
 

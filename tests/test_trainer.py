@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from webrl.config import ConfigError, load_config
+from webrl.rollout.balanced import SuccessEstimates
 from webrl.train_config import WebRLConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,7 +213,8 @@ def test_the_loop_collects_scores_credits_updates_syncs_and_checkpoints_without_
     assert [len(u) for u in learner.updates] == [8, 8]
     assert sorted(round(s.advantage, 5) for s in learner.updates[0]) == [round(-adv, 5)] * 2 + [round(adv, 5)] * 6
     assert actors.synced == [1, 2]  # after each update, the new version
-    assert learner.saved == [("step-00000002", {"iteration": 2, "model_path": learner.run.model_path})]
+    assert learner.saved == [("step-00000002", {"iteration": 2, "model_path": learner.run.model_path,
+                                                "success_estimates": SuccessEstimates().state_dict()})]
     assert (tmp_path / "checkpoints" / "step-00000002" / "hf" / "webrl_prompt.json").exists()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if "iteration" in r and "stage" not in r]
@@ -221,3 +223,105 @@ def test_the_loop_collects_scores_credits_updates_syncs_and_checkpoints_without_
     evals = [r["label"] for r in rows if r.get("stage") == "eval"]
     assert evals == ["before", "after"] and results["before"] is not None and results["after"] is not None
     assert "held-out success (greedy)" in capsys.readouterr().out and actors.closed
+
+
+def test_balanced_rollout_plans_group_sizes_and_keeps_its_estimates_in_checkpoints(tmp_path, monkeypatch):
+    """tasks 2 x group 3 = 6 rollouts per iteration, 4 candidates drawn. Iteration 1: every family
+    unseen (p = 0.5), so the first 2 candidates get 3 + 3. Iteration 2 plans from the estimates of
+    iteration 1's outcomes; the estimates (12 outcomes by family) go into the checkpoint."""
+    from webrl.rollout import RolloutCoordinator
+    from webrl.rollout.balanced import family_key, plan_rollouts, update_estimates
+    from webrl.task_sources import draw_tasks, task_rng, task_sources
+    from webrl.trainer import Trainer
+
+    calls = []
+    collect = RolloutCoordinator.collect
+
+    def recording_collect(self, tasks, iteration=0, group_sizes=None):
+        out = collect(self, tasks, iteration, group_sizes)
+        calls.append(([t.spec.id for t in tasks], list(group_sizes), out[0]))
+        return out
+
+    monkeypatch.setattr(RolloutCoordinator, "collect", recording_collect)
+    config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "trainer.iterations=2",
+                                              "tasks.tasks_per_iteration=2", "rollout.group_size=3",
+                                              "tasks.eval_tasks=0", "trainer.checkpoint_every=2",
+                                              "rollout.balanced.enabled=true", "rollout.balanced.candidate_factor=2"])
+    actors = LocalActors()
+    Trainer(config, actors=actors).fit()
+    source = task_sources(config.tasks)[0]
+    candidates = [[t.spec.id for t in draw_tasks(source, task_rng(config.run.seed, "rl", i), 4)] for i in range(2)]
+    assert calls[0][:2] == (candidates[0][:2], [3, 3])
+    estimates = SuccessEstimates()
+    update_estimates(estimates, calls[0][2])
+    plan = plan_rollouts([family_key(c) for c in candidates[1]], estimates, 6, config.rollout.balanced)
+    assert calls[1][:2] == ([candidates[1][i] for i, _ in plan], [n for _, n in plan])
+    assert [len(c[2]) for c in calls] == [6, 6]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rl = [r for r in rows if "iteration" in r and "stage" not in r]
+    assert rl[0]["balanced/min_group"] == rl[0]["balanced/max_group"] == 3.0 and rl[0]["balanced/chosen_unseen"] == 2.0
+    for row, (_, _, trajectories) in zip(rl, calls):
+        rewards = {}
+        for t in trajectories:
+            rewards.setdefault(t.group_id, set()).add(t.reward)
+        assert row["informative_groups"] == sum(len(v) > 1 for v in rewards.values())
+    (learner,) = actors.learners
+    (_, state), = learner.saved
+    update_estimates(estimates, calls[1][2])
+    assert state["success_estimates"] == estimates.state_dict()
+    assert sum(s + f for s, f in state["success_estimates"]["counts"].values()) == 12.0
+    assert all(not key.rsplit("/", 1)[1].isdigit() for key in state["success_estimates"]["counts"])  # seeds stripped
+
+
+def test_balanced_rollout_is_refused_in_async_mode():
+    with pytest.raises(ConfigError, match="rollout.balanced.enabled plans the tasks of a sync iteration"):
+        load_config(WebRLConfig, None, ["rollout.balanced.enabled=true", "rollout.mode=async"])
+
+
+class RealLearnerActors(LocalActors):
+    """LocalActors with the real DeepSpeed learner (one rank in this process)."""
+
+    def start_learner(self, section, run):
+        from webrl.learner import LearnerGroup
+
+        self.learners.append(LearnerGroup(section, run, 1, use_ray=False))
+        return self.learners[-1]
+
+    def close(self):
+        for learner in self.learners:
+            learner.shutdown()
+        self.learners, self.closed = [], True
+
+
+@pytest.mark.slow
+def test_ppo_runs_the_loop_and_a_resumed_run_ends_with_the_uninterrupted_weights(tmp_path):
+    """objective=ppo through the trainer with the real learner: 2 iterations straight, and 1
+    iteration + a resumed second one, give the same step-2 policy and value head (the engine's
+    rollouts do not depend on the weights, so both runs train on the same samples)."""
+    import torch
+
+    from webrl.learner.checkpoint import read_state
+    from webrl.trainer import Trainer
+
+    def run(folder, *extra):
+        config = load_config(WebRLConfig, None, [f"run.run_dir={folder}", "tasks.tasks_per_iteration=2",
+                                                  "rollout.group_size=2", "tasks.eval_tasks=0",
+                                                  "learner.objective=ppo", "learner.value_head=true", *extra])
+        Trainer(config, actors=RealLearnerActors()).fit()
+
+    run(tmp_path / "straight", "trainer.iterations=2", "trainer.checkpoint_every=2")
+    run(tmp_path / "resumed", "trainer.iterations=1")
+    run(tmp_path / "resumed", "trainer.iterations=2", "run.resume=true")
+    rows = [json.loads(line) for line in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    rl = [r for r in rows if "iteration" in r and "stage" not in r]
+    assert [r["policy_version"] for r in rl] == [1.0, 2.0] and all("value_loss" in r for r in rl)
+    assert rl[0]["return_max"] == 1.0 and rl[0]["filtered_groups"] == 0.0  # every group trained on
+    states = []
+    for name in ("straight", "resumed"):
+        folder = tmp_path / name / "checkpoints" / "step-00000002"
+        assert read_state(folder)["policy_version"] == 2
+        states.append(torch.load(next((folder / "deepspeed" / "state").glob("mp_rank_00_model_states.pt")),
+                                 weights_only=False)["module"])
+    assert any("value_head" in name for name in states[0])
+    for name, tensor in states[0].items():
+        assert torch.equal(states[1][name], tensor), name

@@ -1,7 +1,8 @@
 """`Trainer`: the single-controller loop of a webrl run, read top to bottom.
 
     fit():   evaluate "before" -> [sft_stage] -> step() x trainer.iterations -> evaluate "after" -> table
-    step():  collect G trajectories per task -> reward -> credit (trajectories -> samples)
+    step():  draw tasks (balanced rollout: plan tasks and group sizes from success estimates)
+             -> collect G trajectories per task -> reward -> credit (trajectories -> samples)
              -> learner.update -> sync weights (version += 1) -> log (-> evaluate every N)
 
 The pieces it composes, each readable on its own: `RunActors` (Ray and every actor),
@@ -38,6 +39,8 @@ from webrl.evaluation import before_after_table, export_om2w, success_table, sum
 from webrl.evaluator import sampled_line
 from webrl.recipes.sft import sft_stage
 from webrl.reward import reward_metrics, score_trajectories
+from webrl.rollout.balanced import (SuccessEstimates, family_key, informative_groups, plan_metrics, plan_rollouts,
+                                    update_estimates)
 from webrl.run_log import RunLog
 from webrl.run_parts import RunParts, start_parts
 from webrl.task_sources import draw_tasks, task_rng
@@ -59,6 +62,7 @@ class Trainer:
         self.iteration = 0
         self.before: Optional[dict] = None
         self._last_eval: tuple[Optional[tuple[int, int]], dict] = (None, {})  # ((iteration, version), metrics)
+        self.estimates = SuccessEstimates.from_config(config.rollout.balanced)  # per task family, for balanced rollout
 
     # -- entry points ----------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
@@ -103,18 +107,23 @@ class Trainer:
         t0 = time.monotonic()
         if parts.collector is not None:  # async: groups collected while the last update ran
             trajectories, stats = parts.collector.next_batch(version, cfg.tasks.tasks_per_iteration, self.iteration)
+            planned = {}
         else:
-            tasks = draw_tasks(parts.train_source, task_rng(cfg.run.seed, "rl", self.iteration),
-                               cfg.tasks.tasks_per_iteration)
-            trajectories, stats = parts.coordinator.collect(tasks, self.iteration)
+            tasks, sizes, planned = self._draw()
+            trajectories, stats = parts.coordinator.collect(tasks, self.iteration, sizes)
         t_collect = time.monotonic() - t0
         rewards = reward_metrics(score_trajectories(parts.reward_fn, trajectories))
+        if cfg.rollout.balanced.enabled:
+            update_estimates(self.estimates, trajectories)
+        informative = informative_groups(trajectories)
         samples, credit = trajectories_to_samples(trajectories, cfg.learner.objective, cfg.learner.objective_config)
         t1 = time.monotonic()
         learn = self.learner.update(samples) if samples else {"skipped_update": 1.0}
         self.actors.sync_weights(self.learner, self.learner.policy_version)
         self.iteration += 1
-        metrics = {"iteration": self.iteration, **credit, **rewards, **learn,
+        metrics = {"iteration": self.iteration, **credit, **rewards, **learn, **planned,
+                   "informative_groups": float(informative),
+                   "informative_groups_per_min": informative / max(t_collect / 60.0, 1e-9),
                    "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
                    "env_steps_per_s": stats.steps_per_s, "samples": len(samples),
                    "time_collect_s": t_collect, "time_update_s": time.monotonic() - t1,
@@ -124,6 +133,19 @@ class Trainer:
             metrics.update({f"eval_{k}": v for k, v in evaluated.items() if isinstance(v, float)})
         self.log(metrics)
         return metrics
+
+    def _draw(self) -> tuple[list, Optional[list[int]], dict[str, float]]:
+        """This iteration's tasks, their group sizes (None: rollout.group_size each) and the
+        plan's metrics. The draw depends only on (seed, iteration) and, with balanced rollout,
+        on the success estimates, which checkpoints keep: a resumed run draws the same."""
+        cfg = self.config
+        rng, n, balanced = task_rng(cfg.run.seed, "rl", self.iteration), cfg.tasks.tasks_per_iteration, cfg.rollout.balanced
+        if not balanced.enabled:
+            return draw_tasks(self.parts.train_source, rng, n), None, {}
+        candidates = draw_tasks(self.parts.train_source, rng, n * balanced.candidate_factor)
+        keys = [family_key(task.spec.id) for task in candidates]
+        plan = plan_rollouts(keys, self.estimates, n * cfg.rollout.group_size, balanced)
+        return [candidates[i] for i, _ in plan], [size for _, size in plan], plan_metrics(keys, self.estimates, plan)
 
     def evaluate(self, label: str) -> dict[str, Any]:
         """Held-out success now (greedy, and sampled with eval.samples_per_task); {} with no eval tasks."""
@@ -170,7 +192,8 @@ class Trainer:
         """Checkpoint the learner (weights, optimizer, version), the iteration and the prompt."""
         from webrl.models.shipped import write_trained_prompt
 
-        out = self.learner.save(str(path), {"iteration": self.iteration, "model_path": self.model_path})
+        out = self.learner.save(str(path), {"iteration": self.iteration, "model_path": self.model_path,
+                                            "success_estimates": self.estimates.state_dict()})
         write_trained_prompt(out, dataclasses.asdict(self.config.generator.prompt))
         return out
 
@@ -178,6 +201,8 @@ class Trainer:
         """Continue from a checkpoint `save` wrote: learner state, iteration, rollout weights."""
         state = self.learner.load(str(path))
         self.iteration = int(state["iteration"])
+        if "success_estimates" in state:
+            self.estimates = SuccessEstimates.from_state(state["success_estimates"])
         self.actors.sync_weights(self.learner, self.learner.policy_version)
 
     def _resume(self) -> None:

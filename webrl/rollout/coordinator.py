@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from webrl.actions import Action
 from webrl.policy.types import Observation, PolicyRequest
+from webrl.rollout.balanced import BalancedRolloutConfig
 from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
 
 
@@ -82,8 +83,15 @@ class RolloutConfig:
     max_staleness: int = 1
     """async mode: a group with any turn decided more than this many policy versions before the
     learner's current one is discarded (counted as "stale"); 0 collects nothing ahead (= sync)."""
+    balanced: BalancedRolloutConfig = field(default_factory=BalancedRolloutConfig)
+    """Orchard's Balanced Adaptive Rollout (sync mode): which drawn tasks run and how many of the
+    iteration's tasks x group_size rollouts each gets, from per-family success estimates
+    (`webrl.rollout.balanced`). Off by default."""
 
     def __post_init__(self) -> None:
+        if self.balanced.enabled and self.mode != "sync":
+            raise ValueError("rollout.balanced.enabled plans the tasks of a sync iteration; rollout.mode=async draws "
+                             "on its own thread, so set rollout.mode=sync or rollout.balanced.enabled=false")
         if self.group_size < 1 or self.max_turns < 1:
             raise ValueError("rollout.group_size and rollout.max_turns must be >= 1")
         if self.mode not in ("sync", "async"):
@@ -164,17 +172,24 @@ class RolloutCoordinator:
         self._next_inference = itertools.cycle(range(len(self.inference)))
 
     # -- one call per batch ----------------------------------------------------------------
-    def collect(self, tasks: Sequence[Any], iteration: int = 0) -> tuple[list[Trajectory], RolloutStats]:
-        """G trajectories for every task; returns them grouped in task order, plus stats."""
-        return run_coroutine(self.collect_async(tasks, iteration))
+    def collect(self, tasks: Sequence[Any], iteration: int = 0, group_sizes: Optional[Sequence[int]] = None
+                ) -> tuple[list[Trajectory], RolloutStats]:
+        """G trajectories for every task (or group_sizes[i] for task i); returns them grouped in
+        task order, plus stats."""
+        return run_coroutine(self.collect_async(tasks, iteration, group_sizes))
 
-    async def collect_async(self, tasks: Sequence[Any], iteration: int = 0) -> tuple[list[Trajectory], RolloutStats]:
+    async def collect_async(self, tasks: Sequence[Any], iteration: int = 0,
+                            group_sizes: Optional[Sequence[int]] = None) -> tuple[list[Trajectory], RolloutStats]:
+        sizes = [self.config.group_size] * len(tasks) if group_sizes is None else [int(n) for n in group_sizes]
+        if len(sizes) != len(tasks) or any(n < 1 for n in sizes):
+            raise ValueError(f"collect needs one group size >= 1 per task, got {list(sizes)} for {len(tasks)} tasks")
         stats, start = RolloutStats(), time.monotonic()
         slots = self.slot_queue()
         max_turns = self.config.horizon(iteration)
-        total = len(tasks) * self.config.group_size
+        total = sum(sizes)
         groups = await asyncio.gather(*(self.run_group(task, f"{iteration}:{i}:{task.spec.id}", max_turns, slots,
-                                                       stats, total, start) for i, task in enumerate(tasks)))
+                                                       stats, total, start, size)
+                                        for i, (task, size) in enumerate(zip(tasks, sizes))))
         stats.wall_s = time.monotonic() - start
         return [traj for group in groups for traj in group], stats
 
@@ -186,11 +201,12 @@ class RolloutCoordinator:
         return slots
 
     async def run_group(self, task: Any, group_id: str, max_turns: int, slots: asyncio.Queue,
-                        stats: RolloutStats, total: int = 0, start: Optional[float] = None) -> list[Trajectory]:
-        """The G trajectories of one task, each on its own (complete when all finish or drop)."""
+                        stats: RolloutStats, total: int = 0, start: Optional[float] = None,
+                        size: Optional[int] = None) -> list[Trajectory]:
+        """The G (or `size`) trajectories of one task, each on its own (complete when all finish or drop)."""
         start = time.monotonic() if start is None else start
         return list(await asyncio.gather(*(self._trajectory(task, group_id, max_turns, slots, stats, total, start)
-                                           for _ in range(self.config.group_size))))
+                                           for _ in range(self.config.group_size if size is None else size))))
 
     # -- one trajectory, retried on infrastructure errors ----------------------------------
     async def _trajectory(self, task: Any, group_id: str, max_turns: int, slots: asyncio.Queue,

@@ -128,6 +128,10 @@ class LearnerConfig:
     """Keep the vision encoder (and its merger) fixed; its weights are then never synced."""
     value_head: bool = False
     """Add a linear value head on the last prompt token (PPO needs it)."""
+    gradient_checkpointing: bool = False
+    """Recompute each transformer block's activations in backward instead of keeping them
+    (transformers' non-reentrant checkpointing of the language and vision blocks): activation
+    memory drops from one set per layer to about one layer's, for about one more forward pass."""
     reference: str = "none"
     """Reference policy for the KL term: "none", "copy" (frozen copy of the initial policy)
     or "snapshot" (frozen model loaded from reference_path)."""

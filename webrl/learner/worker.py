@@ -86,7 +86,11 @@ class LearnerWorker:
         self.backend = init_distributed(config.backend, self.device)
         ckpt.set_rng_state(_seeded_rng_state(run.seed + rank))
         self.dtype = config.resolved_dtype(self.device.type)
-        model, self.processor = load_model(run.model_path, dtype="float32")
+        # loaded once, directly in the training dtype: no fp32 copy of a bf16 checkpoint on the
+        # way (DeepSpeed's bf16 optimizer keeps its own fp32 master copy of the partition it owns)
+        model, self.processor = load_model(run.model_path, dtype=self.dtype)
+        if config.gradient_checkpointing:
+            enable_checkpointing(model)
         self.pad_id = _pad_id(self.processor, model)
         module = PolicyModule(model, value_head=config.value_head, always_run_vision=config.zero_stage == 3)
         if config.freeze_vision_tower:
@@ -350,6 +354,16 @@ def touch_all_outputs(logprobs: torch.Tensor, entropy: torch.Tensor, values: Opt
     """
     total = 0.0 * logprobs.sum() + 0.0 * entropy.sum()
     return total + 0.0 * values.sum() if values is not None else total
+
+
+def enable_checkpointing(model) -> None:
+    """Non-reentrant activation checkpointing of every transformer block (transformers >= 5.x
+    names it activation_checkpointing_enable; older releases gradient_checkpointing_enable)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def _pad_id(processor, model) -> int:

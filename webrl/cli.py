@@ -60,6 +60,12 @@ COMMANDS: dict[str, Command] = {
                      "webrl.cli:SitesConfig", "webrl.cli:sites_main"),
     "demos": Command("record oracle demonstrations on sandbox tasks (successful episodes only)",
                      "webrl.cli:DemosConfig", "webrl.cli:demos_main"),
+    "resim": Command("write Dyna-Mind ReSim traces (search trees from real sandbox interactions) as SFT "
+                     "demonstrations for sft.demos_dir", "webrl.recipes.resim:ResimCommandConfig",
+                     "webrl.recipes.resim:resim_main"),
+    "segments": Command("write credit-assignment SFT demonstrations (successes and the productive segments of "
+                        "failed trajectories) from a run's trajectory log", "webrl.recipes.segments:SegmentCommandConfig",
+                        "webrl.recipes.segments:segments_main", positional="source"),
     "judge-agreement": Command("run a judge over trajectories with known outcomes; print agreement and confusion",
                                "webrl.reward.main:JudgeAgreementConfig", "webrl.reward.main:judge_agreement_main",
                                positional="trajectories"),

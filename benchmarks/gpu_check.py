@@ -20,8 +20,9 @@ Sections (each catches its own exception into {"error": ...} and records its wal
               -> backward; with activation checkpointing and without (an out-of-memory run is
               recorded as {"fits": false}). old_logprobs are the step's own detached log-probs
               (ratio 1, the first mini-batch of an on-policy update); advantages are +-1 per row.
-    generate  HF `generate` at batch 16, 256 prompt + 128 sampled tokens, with and without
-              `output_logits=True, return_dict_in_generate=True`.
+    generate  HF `generate` at batch 16, 256 prompt + 128 sampled tokens: plain, with
+              `output_logits=True, return_dict_in_generate=True`, and with webrl's rollout path
+              (`SampledLogprobs`: the sampled tokens' log-probs, no logits kept).
     kernel    `token_logprobs` Triton vs chunked torch at the lm_head shape: forward+backward
               seconds and max |difference| of log-probs, entropy and gradients. Under --tiny it
               runs only when TRITON_INTERPRET=1 is set (Triton's CPU interpreter), else is skipped.
@@ -344,7 +345,10 @@ def learner_section(model, settings: dict, shapes: Shapes, device: torch.device)
 
 # -- generate ---------------------------------------------------------------------------------
 
-def generate_run(model, shapes: Shapes, settings: dict, device: torch.device, full_logits: bool) -> dict:
+def generate_run(model, shapes: Shapes, settings: dict, device: torch.device, full_logits: bool,
+                 sampled_logprobs: bool = False) -> dict:
+    """One generate call: plain, with transformers' output_logits, or with webrl's rollout path
+    (`webrl.policy.sampled_logprobs.SampledLogprobs`: the sampled tokens' log-probs, no logits kept)."""
     gen = torch.Generator().manual_seed(2)
     prompt = torch.randint(1, model.config.text_config.vocab_size, (shapes.generate_batch, shapes.prompt_tokens),
                            generator=gen).to(device)  # (B, P), no pad id 0
@@ -353,10 +357,18 @@ def generate_run(model, shapes: Shapes, settings: dict, device: torch.device, fu
                   pad_token_id=0, eos_token_id=None)  # no eos: every row samples all new tokens
     if full_logits:
         kwargs.update(output_logits=True, return_dict_in_generate=True)
+    recorder = None
+    if sampled_logprobs:
+        from webrl.policy.sampled_logprobs import LogitsProcessorList, SampledLogprobs
+
+        recorder = SampledLogprobs(settings["temperature"])
+        kwargs.update(logits_processor=LogitsProcessorList([recorder]))
     base = _reset_peak(device)
     start = time.perf_counter()
     with torch.no_grad():
         out = model.generate(prompt, **kwargs)
+        if recorder is not None:
+            recorder.finish(out)
     _sync(device)
     seconds = time.perf_counter() - start
     sequences = out.sequences if full_logits else out
@@ -380,6 +392,7 @@ def generate_section(model, settings: dict, shapes: Shapes, device: torch.device
               "max_new_tokens": shapes.new_tokens, "sampling": f"temperature {settings['temperature']}"}
     result["plain"] = generate_run(model, shapes, settings, device, full_logits=False)
     result["output_logits"] = generate_run(model, shapes, settings, device, full_logits=True)
+    result["sampled_logprobs"] = generate_run(model, shapes, settings, device, full_logits=False, sampled_logprobs=True)
     return result
 
 

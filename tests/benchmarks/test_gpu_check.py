@@ -88,7 +88,7 @@ def test_tiny_learner_step(tiny_report):
 @pytest.mark.slow
 def test_tiny_generate(tiny_report):
     generate = tiny_report["generate"]
-    for name in ("plain", "output_logits"):
+    for name in ("plain", "output_logits", "sampled_logprobs"):
         assert generate[name]["new_tokens"] == 8
         assert _positive(generate[name]["tokens_per_s"])
     # batch 4 x 8 new tokens x vocab 1024 x float32

@@ -10,6 +10,13 @@ not applied to the log-probs, because the learner recomputes exactly softmax(log
 the same ids (as verl and slime do); with top-p = 1 and top-k off (the RL default) the two are
 the same distribution. Greedy decoding reports temperature-1 log-probs.
 
+Memory: the log-probs are taken inside generation by `SampledLogprobs`, a logits processor that
+sees each step's raw logits (B, V) and keeps only the sampled token's log-prob (B,), so no
+(B, N, V) stack of logits is kept (transformers' `output_logits=True` holds one per new token:
+about 10 GB in fp32 at batch 16, 1,024 new tokens and Qwen's 151,936-token vocabulary). The
+vision-token suppression is applied by the same processor, after the log-probs are taken, so
+they stay the raw distribution's as the learner computes it.
+
 Departures from `model.generate` defaults: top-k is off (transformers samples with top-k 50
 otherwise), and the checkpoint's generation config (Qwen ships top_k=1, repetition_penalty
 1.05) is overridden, so samples follow the distribution the learner optimises.
@@ -22,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from webrl.chat.tokens import STOP_TOKENS, VISION_TOKENS
+from webrl.policy.sampled_logprobs import LogitsProcessorList, SampledLogprobs
 from webrl.policy.images import image_token_count
 from webrl.policy.prompt import PromptBuilder, PromptConfig, RenderedPrompt
 from webrl.policy.types import Decision, DecisionStats, PolicyRequest
@@ -138,9 +146,10 @@ class GeneratorPolicy:
         batch = self.encode(prompts).to(self.model.device)
         s = self.config.sampling
         temperature = 1.0 if s.greedy else s.temperature
+        recorder = SampledLogprobs(temperature, self.suppress_ids)
         gen_kwargs = dict(max_new_tokens=s.max_new_tokens, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
-                          return_dict_in_generate=True, output_logits=True, repetition_penalty=1.0,
-                          suppress_tokens=self.suppress_ids or None,
+                          return_dict_in_generate=True, repetition_penalty=1.0,
+                          logits_processor=LogitsProcessorList([recorder]),
                           top_k=None if s.greedy else (s.top_k or 0))
         if s.greedy:
             gen_kwargs.update(do_sample=False, temperature=None, top_p=None)
@@ -150,8 +159,7 @@ class GeneratorPolicy:
             gen = self.model.generate(**batch, **gen_kwargs)
         P = batch["input_ids"].shape[1]
         new = gen.sequences[:, P:]  # (B, N)
-        logits = torch.stack(gen.logits, dim=1).float()  # (B, N, V) raw, before warpers
-        logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, N)
+        logp = recorder.finish(gen.sequences)  # (B, N)
         latency = time.perf_counter() - t0
         decisions = []
         for b, (req, prompt) in enumerate(zip(requests, prompts)):

@@ -137,6 +137,8 @@ class TrajectoryInfo:
     source: what wrote a trajectory not collected here, e.g. "online-mind2web-v2" for an import.
     recording: the HAR file the episode was recorded to or replayed from (env
       `info["recording"]`, `webrl.envs.recording`); "" when recording was off.
+    stopped_by: what ended the episode on the rollout's side before the env did: "" (nothing),
+      "parse_failures" (`rollout.stop_after_parse_failures` unparseable turns in a row).
     """
 
     site: str = ""
@@ -155,6 +157,7 @@ class TrajectoryInfo:
     reference_length: Optional[int] = None
     source: str = ""
     recording: str = ""
+    stopped_by: str = ""
 
     _CHECKS = {"site": _STR, "level": _INT, "split": _STR,
                "task_params": (lambda v: isinstance(v, dict), "a dict"), "start_url": _STR,
@@ -164,7 +167,7 @@ class TrajectoryInfo:
                "task_reward": (_optional(_is_number), "None or a number"), "needs_judge": _BOOL,
                "checker_details": (lambda v: isinstance(v, dict), "a dict"),
                "reference_length": (_optional(_is_int), "None or an integer"), "source": _STR,
-               "recording": _STR}
+               "recording": _STR, "stopped_by": _STR}
 
     def __post_init__(self) -> None:
         _check_record(self, self._CHECKS)

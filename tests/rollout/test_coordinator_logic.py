@@ -9,7 +9,7 @@ import concurrent.futures
 
 import pytest
 
-from webrl.actions import Action
+from webrl.actions import Action, ParseError
 from webrl.envs.task import BaseTask, TaskSpec
 from webrl.envs.worker import EnvStepResult
 from webrl.policy.types import Decision
@@ -151,6 +151,49 @@ def test_step_timeout_is_an_infrastructure_error():
     coord, _ = _coordinator(env, slots=2, step_timeout_s=0.1, max_retries=0)
     trajs, stats = coord.collect(_tasks(1))
     assert stats.dropped == 4 and all("timeout" in t.drop_reason for t in trajs)
+
+
+class SlowInference(AsyncInference):
+    async def act_one(self, request):
+        await asyncio.sleep(0.3)  # a long inference queue
+        return await self.worker.act_one(request)
+
+
+def test_inference_waits_are_not_held_to_the_env_step_timeout():
+    env = CountEnv()
+    coord, worker = _coordinator(env, step_timeout_s=0.2, inference_timeout_s=5.0)
+    coord.inference = [SlowInference(worker)]
+    trajs, stats = coord.collect(_tasks(1))
+    assert stats.dropped == 0 and all(t.info.task_reward == 1.0 for t in trajs)
+    coord, worker = _coordinator(env, inference_timeout_s=0.1, max_retries=0)
+    coord.inference = [SlowInference(worker)]
+    trajs, stats = coord.collect(_tasks(1))
+    assert stats.dropped == 4 and all("timeout" in t.drop_reason for t in trajs)
+
+
+class BabblingEngine(ScriptedEngine):
+    """Never emits an action (every response fails to parse)."""
+
+    def act(self, requests):
+        return [Decision(parsed=ParseError("no action found", "hmm"), response_text="hmm") for _ in requests]
+
+
+@pytest.mark.parametrize("limit, turns", [(3, 3), (0, 5)])
+def test_episodes_stop_after_the_configured_run_of_parse_failures(limit, turns):
+    worker = InferenceWorker(BabblingEngine(), InferenceConfig(batch_window_s=0.0), version=0)
+    config = RolloutConfig(group_size=2, max_turns=5, stop_after_parse_failures=limit)
+    coord = RolloutCoordinator([(CountEnv(), 0)], [AsyncInference(worker)], config)
+    trajs, _ = coord.collect(_tasks(1))
+    assert [len(t.turns) for t in trajs] == [turns, turns]  # 0: the step limit (5) ends them
+    assert all(t.info.stopped_by == ("parse_failures" if limit else "") for t in trajs)
+    assert all(t.info.task_reward == 0.0 and t.info.truncated for t in trajs)
+
+
+def test_rollout_timeouts_and_the_parse_failure_limit_are_checked():
+    with pytest.raises(ValueError, match="rollout.inference_timeout_s must be > 0"):
+        RolloutConfig(inference_timeout_s=0)
+    with pytest.raises(ValueError, match="rollout.stop_after_parse_failures must be an integer >= 0"):
+        RolloutConfig(stop_after_parse_failures=-1)
 
 
 def test_batcher_groups_concurrent_requests():

@@ -65,7 +65,13 @@ class RolloutConfig:
     horizon_schedule: list[list[int]] = field(default_factory=list)
     """[[from_iteration, max_turns], ...]: e.g. [[0, 15], [90, 30]] as in OpenWebRL."""
     step_timeout_s: float = 60.0
-    """One env step or one inference call longer than this is an infrastructure error."""
+    """One env call (reset or step) longer than this is an infrastructure error."""
+    inference_timeout_s: float = 600.0
+    """One inference call longer than this (queueing at a busy engine included) is an
+    infrastructure error; apart from step_timeout_s so that a long queue does not fail env steps."""
+    stop_after_parse_failures: int = 0
+    """End an episode right after this many consecutive turns whose response did not parse into
+    an action (the recipe's rule: 3; its reward scores such an episode -1); 0 = never."""
     trajectory_timeout_s: float = 600.0
     """A whole trajectory longer than this is an infrastructure error."""
     max_retries: int = 2
@@ -94,6 +100,12 @@ class RolloutConfig:
                              "on its own thread, so set rollout.mode=sync or rollout.balanced.enabled=false")
         if self.group_size < 1 or self.max_turns < 1:
             raise ValueError("rollout.group_size and rollout.max_turns must be >= 1")
+        for name in ("step_timeout_s", "inference_timeout_s", "trajectory_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"rollout.{name} must be > 0, got {getattr(self, name)!r}")
+        if not isinstance(self.stop_after_parse_failures, int) or self.stop_after_parse_failures < 0:
+            raise ValueError(f"rollout.stop_after_parse_failures must be an integer >= 0 (0 = never), "
+                             f"got {self.stop_after_parse_failures!r}")
         if self.mode not in ("sync", "async"):
             raise ValueError(f"rollout.mode must be sync | async, got {self.mode!r}")
         if not isinstance(self.max_staleness, int) or self.max_staleness < 0:
@@ -256,12 +268,13 @@ class RolloutCoordinator:
                           info=TrajectoryInfo(site=task.spec.site, level=task.spec.level, split=task.spec.split,
                                               task_params=dict(task.spec.params), started_at=started_at))
         history: list[Turn] = []
+        failures = 0  # consecutive unparseable turns
         for _ in range(max_turns):
             observation = self._observation(result)
             request = PolicyRequest(observation, self._light_history(history), request_id=f"{group_id}/{len(history)}")
             t0 = time.monotonic()
             inference = self.inference[next(self._next_inference)]
-            decision, version = await self._call(inference, "act_one", request)
+            decision, version = await self._call(inference, "act_one", request, timeout=self.config.inference_timeout_s)
             stats.inference_time_s += time.monotonic() - t0
             turn = decision.to_turn(observation, policy_version=version)
             _record_target(turn, decision.action, result.info.get("elements") or [])
@@ -275,6 +288,10 @@ class RolloutCoordinator:
             turn.feedback = "\n".join(p for p in (obs.get("feedback", ""), obs.get("last_action_error", "")) if p)
             history.append(turn)
             if result.terminated or result.truncated:
+                break
+            failures = failures + 1 if decision.action is None else 0
+            if failures and failures == self.config.stop_after_parse_failures:
+                traj.info.stopped_by = "parse_failures"
                 break
         traj.turns = history
         # The env's checker outcome; None when only a judge can tell (live web). traj.reward
@@ -311,10 +328,11 @@ class RolloutCoordinator:
             observation = dataclasses.replace(observation, screenshot=Image(bytes(png), "png"))
         return observation
 
-    async def _call(self, target: Any, method: str, *args: Any) -> Any:
+    async def _call(self, target: Any, method: str, *args: Any, timeout: Optional[float] = None) -> Any:
+        """`target.method(*args)` (a Ray actor or a local object), under `timeout` (default: the step timeout)."""
         fn = getattr(target, method)
         call = fn.remote(*args) if hasattr(fn, "remote") else fn(*args)
-        return await _await(call, self.config.step_timeout_s)
+        return await _await(call, self.config.step_timeout_s if timeout is None else timeout)
 
     def _light_history(self, history: list[Turn]) -> list[Turn]:
         """Past turns with images only on the last `keep_history_images` (the rest never reach the prompt)."""

@@ -45,6 +45,10 @@ def run_one(config_name: str, method: str, seed: int, out: Path, overrides: list
     from webrl.trainer import Trainer
 
     run_dir = out / f"{method}-seed{seed}"
+    if run_dir.exists():  # an interrupted attempt: its logs are appended to, so start it afresh
+        import shutil
+
+        shutil.rmtree(run_dir)
     config = load_config(WebRLConfig, config_name, [*overrides, *METHODS[method], f"run.seed={seed}",
                                                      f"run.run_dir={run_dir}"])
     t0 = time.monotonic()

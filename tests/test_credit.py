@@ -75,6 +75,8 @@ def test_ppo_gae_on_a_three_turn_episode_through_the_sample_path_by_hand():
     assert [s.value_return for s in whitened] == pytest.approx([0.44775, 0.495, 1.0, 0.0])  # returns before whitening
     with pytest.raises(ValueError, match="gae_stage got 3 values for 4 samples"):
         gae_stage(samples, [0.0] * 3, config)
+    with pytest.raises(ValueError, match="trajectory 0 has turn 0 after turn 2"):  # sorted by length, say
+        gae_stage([samples[2], samples[0], samples[1], samples[3]], [0.0] * 4, config)
 
 
 def test_ppo_stage_puts_the_reward_on_the_last_sampled_turn():

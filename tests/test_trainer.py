@@ -34,6 +34,9 @@ def test_trainer_config_errors_name_the_key():
     (["learner.objective=ppo", "learner.value_head=true", "learner.grpo.advantage.estimator=rloo"],
      r"learner.grpo=.* has no effect.*learner.objective is 'ppo'"),
     (["learner.value_head=true"], r"learner.value_head=True has no effect.*only objective=ppo"),
+    (["rollout.balanced.min_group=3"], r"rollout.balanced=.* has no effect.*rollout.balanced.enabled is false"),
+    (["rollout.balanced.enabled=true", "rollout.group_size=20"],
+     r"rollout.group_size=20 must lie in \[rollout.balanced.min_group, rollout.balanced.max_group\] = \[2, 16\]"),
     (["learner.objective=ppo", "learner.value_head=true", "learner.ppo.loss.kl_mode=reward",
       "learner.ppo.loss.kl_coef=0.1", "learner.reference=copy"],
      r"learner.ppo.loss.kl_mode='reward' has no effect"),
@@ -271,6 +274,28 @@ def test_balanced_rollout_plans_group_sizes_and_keeps_its_estimates_in_checkpoin
     assert state["success_estimates"] == estimates.state_dict()
     assert sum(s + f for s, f in state["success_estimates"]["counts"].values()) == 12.0
     assert all(not key.rsplit("/", 1)[1].isdigit() for key in state["success_estimates"]["counts"])  # seeds stripped
+
+
+def test_a_resumed_run_keeps_the_estimates_counts_under_its_own_prior(tmp_path):
+    from webrl.trainer import Trainer
+
+    saved = SuccessEstimates(prior_success_rate=0.5)
+    saved.update("shop/l1/train/add_to_cart", [1.0, 0.0, 0.0])
+
+    class Loading:
+        policy_version = 3
+
+        def load(self, path):
+            return {"iteration": 3, "success_estimates": saved.state_dict()}
+
+    config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "rollout.balanced.enabled=true",
+                                              "rollout.balanced.prior_success_rate=0.2"])
+    trainer = Trainer(config, actors=LocalActors())
+    trainer.learner = Loading()
+    trainer.load(tmp_path / "step-00000003")
+    assert trainer.iteration == 3 and trainer.estimates.counts == saved.counts
+    # (a0 + s) / (a0 + b0 + s + f) with the new prior 0.2 x 2: (0.4 + 1) / (2 + 3)
+    assert trainer.estimates.estimate("shop/l1/train/add_to_cart") == pytest.approx(1.4 / 5)
 
 
 def test_balanced_rollout_is_refused_in_async_mode():

@@ -61,11 +61,11 @@ COMMANDS: dict[str, Command] = {
     "demos": Command("record oracle demonstrations on sandbox tasks (successful episodes only)",
                      "webrl.cli:DemosConfig", "webrl.cli:demos_main"),
     "resim": Command("write Dyna-Mind ReSim traces (search trees from real sandbox interactions) as SFT "
-                     "demonstrations for sft.demos_dir", "webrl.recipes.resim:ResimCommandConfig",
-                     "webrl.recipes.resim:resim_main"),
+                     "demonstrations for sft.demos_dir", "webrl.recipes.data_commands:ResimCommandConfig",
+                     "webrl.recipes.data_commands:resim_main"),
     "segments": Command("write credit-assignment SFT demonstrations (successes and the productive segments of "
-                        "failed trajectories) from a run's trajectory log", "webrl.recipes.segments:SegmentCommandConfig",
-                        "webrl.recipes.segments:segments_main", positional="source"),
+                        "failed trajectories) from a run's trajectory log", "webrl.recipes.data_commands:SegmentCommandConfig",
+                        "webrl.recipes.data_commands:segments_main", positional="source"),
     "judge-agreement": Command("run a judge over trajectories with known outcomes; print agreement and confusion",
                                "webrl.reward.main:JudgeAgreementConfig", "webrl.reward.main:judge_agreement_main",
                                positional="trajectories"),

@@ -52,7 +52,11 @@ def grpo_stage(trajectories: Sequence[Trajectory], config: Any) -> tuple[list, d
     A^E + w * A^S (`algos.step_advantages`): turns of a group that acted on the same page state
     (`turn_state_key`) are compared by their discounted returns. A turn of a filtered group is
     then kept when its step part is non-zero: an all-success group still says which turns
-    reached the goal sooner from a shared state (with gamma < 1).
+    reached the goal sooner from a shared state (with gamma < 1). Such a trajectory is kept in
+    part (`step_kept_samples` counts its turns; `kept_trajectories` counts only whole ones), and
+    with a per-trajectory aggregation its kept turns carry the trajectory's whole weight. The
+    discount runs over sampled turns (turns without sampled tokens, e.g. scripted ones, are not
+    steps of the return).
     """
     from webrl.algos import group_advantages, step_advantages
     from webrl.learner.samples import samples_from_trajectories
@@ -115,6 +119,12 @@ def gae_stage(samples: Sequence[Any], values: Sequence[float], config: Any) -> t
         raise ValueError(f"gae_stage got {len(values)} values for {len(samples)} samples")
     if not samples:
         return [], {}
+    last: dict[int, int] = {}
+    for s in samples:  # turn_gae reads each trajectory's samples in time order
+        if s.turn_index <= last.get(s.trajectory_index, -1):
+            raise ValueError(f"gae_stage needs each trajectory's samples in time order: trajectory "
+                             f"{s.trajectory_index} has turn {s.turn_index} after turn {last[s.trajectory_index]}")
+        last[s.trajectory_index] = s.turn_index
     rewards = torch.tensor([s.reward for s in samples], dtype=torch.float64)  # (S,)
     v = torch.tensor([float(x) for x in values], dtype=torch.float64)  # (S,)
     trajectory = torch.tensor([s.trajectory_index for s in samples])  # (S,)

@@ -339,9 +339,7 @@ RL_OBJECTIVES = ("grpo", "ppo")
 
 def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
     """(key, value, why) of every setting the config accepts but the run would ignore."""
-    from webrl.algos import SFTConfig
-
-    from webrl.algos import GRPOConfig, PPOConfig
+    from webrl.algos import GRPOConfig, PPOConfig, SFTConfig
 
     out = []
     learner = config.learner
@@ -355,6 +353,12 @@ def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
                         f"set learner.objective={name} or leave learner.{name} at its defaults"))
     if learner.value_head and learner.objective != "ppo":
         out.append(("learner.value_head", True, "only objective=ppo trains or reads the value head"))
+    from webrl.rollout.balanced import BalancedRolloutConfig
+
+    balanced = config.rollout.balanced
+    if not balanced.enabled and balanced != BalancedRolloutConfig():
+        out.append(("rollout.balanced", balanced, "rollout.balanced.enabled is false; set it true or leave the "
+                    "other rollout.balanced keys at their defaults"))
     neutral = SFTConfig(action_weight=1.0, coordinate_factor=1.0, direct_fraction=0.0)
     for name in ("action_weight", "coordinate_factor", "direct_fraction"):
         value = getattr(config.sft.learner.sft, name)

@@ -114,7 +114,7 @@ class Trainer:
         t_collect = time.monotonic() - t0
         rewards = reward_metrics(score_trajectories(parts.reward_fn, trajectories))
         if cfg.rollout.balanced.enabled:
-            update_estimates(self.estimates, trajectories)
+            update_estimates(self.estimates, trajectories, success_threshold(cfg))
         informative = informative_groups(trajectories)
         samples, credit = trajectories_to_samples(trajectories, cfg.learner.objective, cfg.learner.objective_config)
         t1 = time.monotonic()
@@ -201,8 +201,9 @@ class Trainer:
         """Continue from a checkpoint `save` wrote: learner state, iteration, rollout weights."""
         state = self.learner.load(str(path))
         self.iteration = int(state["iteration"])
-        if "success_estimates" in state:
-            self.estimates = SuccessEstimates.from_state(state["success_estimates"])
+        if "success_estimates" in state:  # the counts carry over; the prior is this run's config
+            self.estimates = SuccessEstimates.from_config(self.config.rollout.balanced)
+            self.estimates.counts = SuccessEstimates.from_state(state["success_estimates"]).counts
         self.actors.sync_weights(self.learner, self.learner.policy_version)
 
     def _resume(self) -> None:
@@ -278,6 +279,14 @@ def initial_model(config: WebRLConfig, run_dir: Path) -> str:
     return str(tiny_model(m.family, corpus=corpus_lines(m.tiny_corpus, config.run.seed), out_dir=out,
                           seed=config.run.seed, hidden=m.tiny_hidden, layers=m.tiny_layers, vocab_size=m.tiny_vocab,
                           element_tokens=m.tiny_element_tokens))
+
+
+def success_threshold(config: WebRLConfig) -> float:
+    """The reward counted as a success: the GRPO advantage config's, else credit's PPO one."""
+    from webrl.credit import SUCCESS_THRESHOLD
+
+    advantage = getattr(config.learner.objective_config, "advantage", None)
+    return advantage.success_threshold if advantage is not None else SUCCESS_THRESHOLD
 
 
 def staleness(trajectories, version: int) -> float:

@@ -222,11 +222,61 @@ def test_chosen_action_that_raises_drops_the_trajectory():
     assert traj.status == "dropped" and "raised" in traj.drop_reason and len(trees) == 1
 
 
+class FlakySite(ToySite):
+    """Every third reset shows another home title (a replay that does not reach the same page)."""
+
+    def _obs(self, feedback: str = "", error: str = "") -> dict:
+        obs = super()._obs(feedback, error)
+        if self.page == "home" and self.resets % 3 == 0:
+            obs["title"] = "Home (changed)"
+        return obs
+
+
 def test_replay_that_differs_is_marked_and_never_chosen():
+    # resets: 1 = the episode's start, 2-4 the three branch replays of home: #3 differs
+    config = ResimConfig(branching=3, depth=1, value_steps=3, step_cost=0.0)
+    env = FlakySite()
+    tree = expand_state(env, ToyTask(), [], env.reset(ToyTask()), config, oracle, ResimCounts())[0]
+    assert [b.diverged for b in tree.branches] == [False, True, False]
+    assert tree.chosen != 1
+    assert "(the page differed on replay; this option is not considered.)" in resim_trace(tree)
+
+
+def test_every_replay_differing_drops_the_episode_and_nothing_is_written(tmp_path):
     config = ResimConfig(branching=2, depth=1, value_steps=3)
     traj, trees = resim_episode(ToySite(unstable=True), ToyTask(), config)
-    assert all(b.diverged for b in trees[0].branches)  # every replay shows another home title
-    assert "(the page differed on replay; this option is not considered.)" in resim_trace(trees[0])
+    assert traj.status == "dropped" and "not deterministic" in traj.drop_reason and trees == []
+    counts = resim_demos([ToyTask()], lambda: ToySite(unstable=True), 1, tmp_path, config)
+    assert (counts.episodes, counts.not_kept, counts.traces) == (1, 1, 0)
+    assert (tmp_path / "demos.jsonl").read_text() == ""
+
+
+class CrashingSite(ToySite):
+    """The browser 'crashes' on the first step after the first replay: WebEnv's infra end."""
+
+    def step(self, action: Action):
+        obs, reward, done, info = super().step(action)
+        if self.resets >= 2:
+            return obs, 0.0, True, {"end_reason": "infra_error", "infra_error": "browser crashed"}
+        return obs, reward, done, info
+
+
+def test_an_infrastructure_error_is_not_a_simulated_end_and_drops_the_episode():
+    traj, trees = resim_episode(CrashingSite(), ToyTask(), ResimConfig(branching=2, depth=1, value_steps=0))
+    assert traj.status == "dropped" and "browser crashed" in traj.drop_reason and trees == []
+
+
+def test_only_successful_episodes_are_kept_unless_asked(tmp_path):
+    def quits(task, obs):  # home -> Quit: the episode ends with reward 0
+        return Action.click(2)
+
+    config = ResimConfig(branching=1, depth=1, value_steps=0)
+    counts = resim_demos([ToyTask()], ToySite, 1, tmp_path / "a", config, quits)
+    assert (counts.episodes, counts.not_kept, counts.traces) == (1, 1, 0)
+    counts = resim_demos([ToyTask()], ToySite, 1, tmp_path / "b", ResimConfig(branching=1, depth=1, value_steps=0,
+                                                                               keep="all"), quits)
+    assert (counts.not_kept, counts.traces) == (0, 1)
+    assert load_trajectories(tmp_path / "b" / "demos.jsonl")[0].info.task_reward == 0.0
 
 
 def test_max_states_truncates():
@@ -242,7 +292,7 @@ def test_max_states_truncates():
 
 @pytest.mark.parametrize("field, value", [("branching", 0), ("depth", 0), ("value_steps", -1), ("max_states", 0),
                                           ("summary_elements", -2), ("branching", 1.5), ("seed", "x"),
-                                          ("step_cost", 1.0), ("step_cost", -0.1), ("step_cost", True),
+                                          ("step_cost", 1.0), ("step_cost", -0.1), ("step_cost", True), ("keep", "some"),
                                           ("action_format", "computer_use")])
 def test_config_errors_name_the_field(field, value):
     with pytest.raises(ValueError, match=rf"ResimConfig\.{field}"):

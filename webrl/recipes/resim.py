@@ -60,6 +60,12 @@ from webrl.policy.formats import make_format
 from webrl.types import Image, Trajectory, TrajectoryInfo, Turn, TurnObservation, save_trajectories
 
 TRACE_FORMATS = ("som", "compact", "pointer")  # formats that render an action without screenshot geometry
+KEEP_MODES = ("success", "all")
+SUCCESS_THRESHOLD = 0.5  # a checker reward >= this is a success (as the sandbox checkers score)
+
+
+class ResimInfraError(RuntimeError):
+    """The env failed (a crashed browser, a hung page): not a state to simulate; the episode is dropped."""
 
 
 @dataclass
@@ -86,6 +92,9 @@ class ResimConfig:
     action_format: str = "pointer"
     """How the chosen call is written after the reasoning: "som", "compact" or "pointer" (the
     format of the policy that will train on the traces; webrl:tiny-webagent-pointer: "pointer")."""
+    keep: str = "success"
+    """Which episodes become demonstrations: "success" (the checker's reward >= 0.5; the paper
+    distils successful searches) or "all" (also failed and unfinished ones)."""
 
     def __post_init__(self) -> None:
         for name, low in (("branching", 1), ("depth", 1), ("value_steps", 0), ("max_states", 1),
@@ -98,6 +107,8 @@ class ResimConfig:
             raise ValueError(f"ResimConfig.step_cost must be a number in [0, 1), got {self.step_cost!r}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ValueError(f"ResimConfig.seed must be an integer, got {self.seed!r}")
+        if self.keep not in KEEP_MODES:
+            raise ValueError(f"ResimConfig.keep must be one of {KEEP_MODES}, got {self.keep!r}")
         if self.action_format not in TRACE_FORMATS:
             raise ValueError(f"ResimConfig.action_format must be one of {TRACE_FORMATS}, got {self.action_format!r}")
 
@@ -215,6 +226,9 @@ class ResimCounts:
     env_steps: int = 0
     traces: int = 0
     diverged: int = 0
+    not_kept: int = 0
+    """Episodes not written: dropped (infrastructure error, a chosen action that raised, every
+    branch diverged) or, with keep="success", unsuccessful."""
 
 
 # -- expansion against the env ----------------------------------------------------------------------
@@ -240,10 +254,20 @@ def alternative_actions(base: Action, elements: Sequence[dict], k: int, rng: ran
     return out
 
 
+def _checked_step(env: ReplayEnv, action: Action) -> tuple[dict, float, bool, dict]:
+    """env.step, with an infrastructure end (GymReplayEnv's end_reason "infra_error") raised as
+    `ResimInfraError`: a crashed browser must not read as a simulated episode end."""
+    obs, reward, done, info = env.step(action)
+    if (info or {}).get("end_reason") == "infra_error" or (info or {}).get("infra_error"):
+        raise ResimInfraError(f"infrastructure error at {action.to_compact()}: "
+                              f"{(info or {}).get('infra_error') or 'the env truncated the episode'}")
+    return obs, reward, done, info
+
+
 def _replay(env: ReplayEnv, task: Any, prefix: Sequence[Action], counts: ResimCounts) -> dict:
     obs = env.reset(task)
     for i, action in enumerate(prefix):
-        obs, _, done, _ = env.step(action)
+        obs, _, done, _ = _checked_step(env, action)
         counts.env_steps += 1
         if done:
             raise RuntimeError(f"ReSim replay of {task.spec.id}: the prefix ended at its step {i} "
@@ -261,8 +285,8 @@ def simulate_branch(env: ReplayEnv, task: Any, prefix: Sequence[Action], action:
     first = None
     for k in range(config.depth + config.value_steps):
         try:
-            obs, reward, done, _ = env.step(action)
-        except Exception as error:  # an env that rejects an action by raising: recorded, not fatal
+            obs, reward, done, _ = _checked_step(env, action)
+        except ValueError as error:  # an env that rejects an action by raising: recorded, not fatal
             counts.env_steps += 1
             if k < config.depth:
                 branch.steps.append(SimStep(action.to_compact(), StateView.of(obs), 0.0, True,
@@ -300,7 +324,10 @@ def expand_state(env: ReplayEnv, task: Any, prefix: Sequence[Action], obs: dict,
         branches.append(branch)
         firsts.append(first)
         counts.diverged += branch.diverged
-    ranked = [i for i, b in enumerate(branches) if not b.diverged] or [0]
+    ranked = [i for i, b in enumerate(branches) if not b.diverged]
+    if not ranked:
+        raise ResimInfraError(f"every replay of {task.spec.id} at step {len(prefix)} reached another page "
+                              f"(the env is not deterministic under the task's seed)")
     chosen = max(ranked, key=lambda i: (branches[i].value, -i))
     return StateTree(len(prefix), state, [a.to_compact() for a in prefix], branches, chosen), firsts, actions
 
@@ -388,7 +415,11 @@ def resim_episode(env: ReplayEnv, task: Any, config: ResimConfig, policy: BasePo
     obs, prefix, trees = env.reset(task), [], []
     ended, reward = False, None
     while len(trees) < config.max_states and not ended:
-        tree, firsts, actions = expand_state(env, task, prefix, obs, config, policy, counts)
+        try:
+            tree, firsts, actions = expand_state(env, task, prefix, obs, config, policy, counts)
+        except ResimInfraError as error:
+            traj.drop(f"resim: {error}")
+            break
         trees.append(tree)
         counts.states += 1
         counts.branches += len(tree.branches)
@@ -417,7 +448,7 @@ def resim_demos(tasks: Any, env_factory: Callable[[], ReplayEnv], n: int, out_di
 
     tasks: a TaskSource (`sample(rng)`, drawn with numpy's rng seeded by `config.seed`) or a
     sequence of tasks (the first n). env_factory: a new `ReplayEnv` (closed afterwards if it has
-    `close`). Dropped trajectories are not written.
+    `close`). Dropped episodes, and with keep="success" unsuccessful ones, are not written (`not_kept`).
     """
     import numpy as np
 
@@ -437,47 +468,15 @@ def resim_demos(tasks: Any, env_factory: Callable[[], ReplayEnv], n: int, out_di
         for task in chosen:
             traj, _ = resim_episode(env, task, config, policy, counts)
             counts.episodes += 1
-            if traj.status == "ok":
+            reward = traj.info.task_reward
+            succeeded = reward is not None and reward >= SUCCESS_THRESHOLD
+            if traj.status == "ok" and (config.keep == "all" or succeeded):
                 save_trajectories(path, [traj])
                 counts.traces += len(traj.turns)
+            else:
+                counts.not_kept += 1
     finally:
         if hasattr(env, "close"):
             env.close()
     return counts
 
-
-# -- `webrl resim`: ReSim traces of sandbox episodes into a demos folder ----------------------
-@dataclass
-class ResimCommandConfig:
-    n: int = 32
-    """Episodes (sandbox tasks drawn with resim.seed); each state of each becomes one trace."""
-    out: str = "resim"
-    """Output folder: demos.jsonl (+ images/), what `webrl sft sft.demos_dir=OUT` reads."""
-    levels: list[int] = field(default_factory=lambda: [0])
-    """Difficulty levels to draw from."""
-    sites: list[str] = field(default_factory=lambda: ["widgets"])
-    """Sandbox sites to draw from."""
-    split: str = "train"
-    """train | test."""
-    viewport: str = "openwebrl"
-    """Browser viewport preset or WxH (the one the policy is trained at)."""
-    resim: ResimConfig = field(default_factory=ResimConfig)
-    """Branching, depth, values and trace format (`ResimConfig`)."""
-
-
-def resim_main(config: ResimCommandConfig) -> int:
-    from webrl.envs import BrowserSession, WebEnv, WebEnvConfig
-    from webrl.envs.sites.source import SandboxTaskSource
-
-    source = SandboxTaskSource(sites=tuple(config.sites), levels=tuple(config.levels), split=config.split)
-    session = BrowserSession()
-    try:
-        env_config = WebEnvConfig.from_dict({"browser": {"viewport": config.viewport}})
-        counts = resim_demos(source, lambda: GymReplayEnv(WebEnv(env_config, session=session)), config.n,
-                             config.out, config.resim)
-    finally:
-        session.close()
-    print(f"ReSim: {counts.traces} traces from {counts.episodes} episodes ({counts.states} states, {counts.branches} "
-          f"branches, {counts.env_steps} env steps, {counts.diverged} diverged replays) in "
-          f"{Path(config.out) / 'demos.jsonl'}; train with: webrl sft sft.demos_dir={config.out}")
-    return 0

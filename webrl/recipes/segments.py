@@ -311,24 +311,3 @@ def write_segment_demos(run_dir_or_jsonl: str | Path, out_dir: str | Path, confi
     save_trajectories(out, demos, append=False)
     return stats
 
-
-# -- `webrl segments`: a run's trajectory log -> credit-assignment SFT demos -------------------
-@dataclass
-class SegmentCommandConfig:
-    source: str = ""
-    """A run folder (its trajectories/trajectories.jsonl) or a trajectories .jsonl file."""
-    out: str = "segments"
-    """Output folder: demos.jsonl, what `webrl sft sft.demos_dir=OUT` reads."""
-    segments: SegmentConfig = field(default_factory=SegmentConfig)
-    """Which turns of failed trajectories are kept (`SegmentConfig`)."""
-
-
-def segments_main(config: SegmentCommandConfig) -> int:
-    from webrl.config import ConfigError
-
-    if not config.source:
-        raise ConfigError("segments needs a run folder or trajectories file: webrl segments RUN_DIR out=DIR")
-    stats = write_segment_demos(config.source, config.out, config.segments)
-    print(json.dumps(dataclasses.asdict(stats), indent=1))
-    print(f"train with: webrl sft sft.demos_dir={config.out}")
-    return 0

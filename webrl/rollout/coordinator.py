@@ -98,6 +98,11 @@ class RolloutConfig:
         if self.balanced.enabled and self.mode != "sync":
             raise ValueError("rollout.balanced.enabled plans the tasks of a sync iteration; rollout.mode=async draws "
                              "on its own thread, so set rollout.mode=sync or rollout.balanced.enabled=false")
+        b = self.balanced
+        if b.enabled and not b.min_group <= self.group_size <= b.max_group:
+            raise ValueError(f"rollout.group_size={self.group_size} must lie in [rollout.balanced.min_group, "
+                             f"rollout.balanced.max_group] = [{b.min_group}, {b.max_group}] with balanced rollout on: "
+                             f"the iteration's tasks x group_size rollouts are split into groups of that size range")
         if self.group_size < 1 or self.max_turns < 1:
             raise ValueError("rollout.group_size and rollout.max_turns must be >= 1")
         for name in ("step_timeout_s", "inference_timeout_s", "trajectory_timeout_s"):

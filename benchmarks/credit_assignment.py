@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from learning_curve import eval_points, flips, sign_test  # noqa: E402
+from learning_curve import flips, sign_test  # noqa: E402
 
 METHODS: dict[str, list[str]] = {
     "grpo": [],
@@ -57,14 +57,16 @@ def run_one(config_name: str, method: str, seed: int, out: Path, overrides: list
 
 
 def summarize_run(run_dir: Path) -> dict:
-    """Greedy success before / after, flips after vs before, informative groups of a run folder."""
-    points = eval_points(run_dir / "metrics.jsonl")
+    """Greedy success before / after, flips after vs before, informative groups of a run folder.
+    "after" is the last evaluation row (labelled "after", or "iteration k" with eval_every)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    evals = [r for r in rows if r.get("stage") == "eval" and "success" in r]
     rl = [r for r in rows if "iteration" in r and r.get("stage") is None]
     changed = flips(run_dir / "eval_outcomes.jsonl")
     collect_s = sum(float(r.get("time_collect_s", 0.0)) for r in rl)
     informative = [float(r.get("informative_groups", 0.0)) for r in rl]
-    return {"before": points[0][1] if points else None, "after": points[-1][1] if len(points) > 1 else None,
+    before = next((float(r["success"]) for r in evals if r.get("label") == "before"), None)
+    return {"before": before, "after": float(evals[-1]["success"]) if len(evals) > 1 else None,
             "up": changed[-1][1] if changed else 0, "down": changed[-1][2] if changed else 0,
             "iterations": len(rl), "informative_groups": informative,
             "informative_per_min": sum(informative) / (collect_s / 60.0) if collect_s > 0 else 0.0,
@@ -147,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 saved["results"].append(run_one(args.config, method, seed, out, args.overrides))
                 store.write_text(json.dumps(saved, indent=1))
+    else:  # re-read the run folders that are still there (the summary may have been improved since)
+        for r in saved["results"]:
+            run_dir = out / f"{r['method']}-seed{r['seed']}"
+            if (run_dir / "metrics.jsonl").exists():
+                r.update(summarize_run(run_dir))
+        store.write_text(json.dumps(saved, indent=1))
     methods = [m for m in METHODS if any(r["method"] == m for r in saved["results"])]
     print(write_report(out, saved["results"], methods))
     print(f"written: {out}/results.json, results.md, results.png")

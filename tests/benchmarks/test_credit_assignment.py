@@ -19,7 +19,7 @@ def fake_run(folder, before, after, informative, collect_s, outcomes):
     rows = [{"stage": "eval", "label": "before", "success": before, "time": 0.0}]
     rows += [{"iteration": i + 1, "informative_groups": g, "time_collect_s": collect_s, "time": 10.0 * (i + 1)}
              for i, g in enumerate(informative)]
-    rows.append({"stage": "eval", "label": f"iteration {len(informative)}", "success": after, "time": 99.0})
+    rows.append({"stage": "eval", "label": "after", "success": after, "time": 99.0})  # as Trainer.fit labels it
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     evals = [{"label": "before", "iteration": 0, "outcomes": outcomes[0]},
              {"label": "after", "iteration": len(informative), "outcomes": outcomes[1]}]
@@ -69,3 +69,14 @@ def test_a_partial_comparison_continues_and_refuses_other_settings(ca, tmp_path,
     assert len(json.loads((tmp_path / "cmp" / "results.json").read_text())["results"]) == 4
     with pytest.raises(SystemExit, match="holds runs of config 'default'"):
         ca.main(["--seeds", "0", "--out", out, "trainer.iterations=2"])
+
+
+def test_report_rereads_the_run_folders(ca, tmp_path):
+    out = tmp_path / "cmp"
+    fake_run(out / "ppo-seed0", 0.25, 0.75, [2.0], 60.0, ([["a", 0.0]], [["a", 1.0]]))
+    stale = {"method": "ppo", "seed": 0, "before": 0.25, "after": None, "up": 0, "down": 0, "wall_s": 9.0,
+             "informative_groups": [], "informative_per_min": 0.0}
+    (out / "results.json").write_text(json.dumps({"config": "default", "overrides": [], "results": [stale]}))
+    assert ca.main(["--out", str(out), "--report"]) == 0
+    (got,) = json.loads((out / "results.json").read_text())["results"]
+    assert (got["after"], got["up"], got["wall_s"], got["informative_per_min"]) == (0.75, 1, 9.0, 2.0)

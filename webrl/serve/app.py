@@ -5,6 +5,9 @@ Built on FastAPI + uvicorn. Endpoints:
     POST /v1/chat/completions   OpenAI chat request -> chat.completion (non-streaming)
     GET  /v1/models             the one served model
     GET  /health                {"status": "ok"} (no key needed)
+    POST /generate, POST /update_weights_from_disk, GET /get_model_info
+                                SGLang's native token-in/token-out subset (`webrl.serve.native`),
+                                for engines with a local model
 
 Requests carry text and images as OpenAI content parts; images must be inline
 `data:image/png|jpeg|webp;base64,...` URLs (the server never fetches a remote URL: it may run
@@ -138,6 +141,12 @@ def create_app(engine: ChatEngine, config: Optional[ServeConfig] = None):
     @app.get("/health")
     async def health():
         return {"status": "ok"}
+
+    from webrl.serve.native import NativeBackend, mount_native_routes
+
+    native = NativeBackend.from_chat_engine(engine, config.model_path)
+    if native is not None:  # a local model: SGLang-native /generate, weight updates (webrl.serve.native)
+        mount_native_routes(app, native, config, _authorised, _error, _read_body)
 
     @app.get("/v1/models")
     async def models(request: Request):

@@ -1,0 +1,260 @@
+"""ServerEngine against `webrl serve`'s native routes over real HTTP on 127.0.0.1: greedy decisions
+equal the in-process GeneratorPolicy's (ids exactly, log-probs within 1e-4), weight updates from a
+folder change outputs and version, and every server failure is a clear error naming the URL."""
+import base64
+import pickle
+import socket
+import time
+
+import pytest
+import torch
+
+from tests.policy.helpers import PIXELS, episode, observation
+from webrl.chat.local import LocalChatEngine
+from webrl.models import load_model
+from webrl.policy import GeneratorConfig, GeneratorPolicy, PolicyRequest, PromptConfig, SamplingConfig
+from webrl.rollout.server_engine import ServerEngine, ServerEngineError, ServerEngineFactory
+from webrl.serve import ServeConfig, ServerThread, create_app
+
+FAMILIES = ["qwen2.5-vl", "qwen3-vl"]
+LOGPROB_TOL = 1e-4  # fp32 on CPU: one forward pass unpadded (server) vs left-padded batch (in-process)
+
+
+def generator_config(greedy=True, **sampling):
+    return GeneratorConfig(prompt=PromptConfig(**PIXELS, num_screenshots=2),
+                           sampling=SamplingConfig(greedy=greedy, **{"max_new_tokens": 12, **sampling}))
+
+
+def requests(fmt):
+    """With a screenshot (two sizes, with history) and without any (text only)."""
+    turns, _ = episode(2, fmt)
+    return [PolicyRequest(observation(0, size=(320, 200))),
+            PolicyRequest(observation(2, size=(200, 320)), turns),
+            PolicyRequest(observation(1, screenshot=None))]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model_paths):
+    """family -> (server, in-process policy over the same model object)."""
+    out = {}
+    for family in FAMILIES:
+        model, processor = load_model(tiny_model_paths[family])
+        server = ServerThread(create_app(LocalChatEngine(model, processor, family), ServeConfig(max_new_tokens=64, default_max_tokens=16)))
+        out[family] = (server.start(), GeneratorPolicy(model, processor, generator_config()))
+    yield out
+    for server, _ in out.values():
+        server.stop()
+
+
+def assert_same_decisions(remote, local):
+    assert len(remote) == len(local)
+    for r, l in zip(remote, local):
+        assert r.prompt_ids == l.prompt_ids  # the exact ids, image pads included
+        assert r.response_ids == l.response_ids and len(r.logprobs) == len(r.response_ids) >= 1
+        assert torch.allclose(torch.tensor(r.logprobs), torch.tensor(l.logprobs), atol=LOGPROB_TOL, rtol=0), \
+            (r.logprobs, l.logprobs)
+        assert r.response_text == l.response_text and r.parsed == l.parsed
+        assert (r.stats.prompt_tokens, r.stats.response_tokens, r.stats.images, r.stats.finish_reason) == \
+            (l.stats.prompt_tokens, l.stats.response_tokens, l.stats.images, l.stats.finish_reason)
+        assert r.images == l.images
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_decisions_equal_in_process(family, served):
+    server, local = served[family]
+    engine = ServerEngine([server.url], local.processor, generator_config(), family)
+    reqs = requests(local.builder.format)
+    remote = engine.act(reqs)
+    assert [d.stats.images for d in remote] == [1, 2, 0]  # with and without images
+    assert_same_decisions(remote, local.act(reqs))
+    engine.close()
+
+
+def test_factory_is_picklable_and_builds_the_same_prompts(served, tiny_qwen25vl_path):
+    server, local = served["qwen2.5-vl"]
+    factory = pickle.loads(pickle.dumps(ServerEngineFactory([server.url], tiny_qwen25vl_path, generator_config())))
+    engine = factory()
+    reqs = requests(local.builder.format)[:1]
+    assert_same_decisions(engine.act(reqs), local.act(reqs))
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def update_server(tmp_path_factory, tiny_qwen25vl_path):
+    """A server of its own (its weights change) and a perturbed copy of the checkpoint."""
+    model, processor = load_model(tiny_qwen25vl_path)
+    folder = tmp_path_factory.mktemp("perturbed")
+    copy, _ = load_model(tiny_qwen25vl_path)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in copy.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    copy.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    with ServerThread(create_app(LocalChatEngine(model, processor, "tiny"), ServeConfig(max_new_tokens=64, default_max_tokens=16))) as s:
+        yield s, processor, str(folder)
+
+
+def test_weight_update_from_folder_changes_outputs_and_version(update_server):
+    server, processor, folder = update_server
+    engine = ServerEngine([server.url], processor, generator_config(), "qwen2.5-vl")
+    reqs = requests(engine.prompts.builder.format)[:2]
+    before = engine.act(reqs)
+    assert engine._request(server.url, "GET", "/get_model_info")["weight_version"] == "0"
+    assert engine.load_weights(folder, version=3) is None and engine.weight_version == "3"
+    assert engine._request(server.url, "GET", "/get_model_info")["weight_version"] == "3"
+    after = engine.act(reqs)
+    assert any(a.response_ids != b.response_ids for a, b in zip(after, before)) or not torch.allclose(
+        torch.tensor(after[0].logprobs[:1]), torch.tensor(before[0].logprobs[:1]), atol=1e-3)
+    # ... and they are the perturbed checkpoint's own in-process decisions
+    model, proc = load_model(folder)
+    assert_same_decisions(after, GeneratorPolicy(model, proc, generator_config()).act(reqs))
+    # without a version the server counts on from the last one
+    assert engine.load_weights_from_disk(folder) == "4"
+    engine.close()
+
+
+def test_weight_update_errors(update_server):
+    server, processor, _ = update_server
+    engine = ServerEngine([server.url], processor, generator_config(), "qwen2.5-vl")
+    with pytest.raises(NotImplementedError, match="checkpoint folder"):
+        engine.load_weights({"lm_head.weight": torch.zeros(1)})
+    with pytest.raises(ServerEngineError, match=f"{server.url}/update_weights_from_disk: HTTP 400: model_path"):
+        engine.load_weights("/nonexistent/checkpoint", version=9)
+    engine.close()
+
+
+# -- failures, against stub servers -----------------------------------------------------------------
+class Stub:
+    """A FastAPI app answering /generate with `reply` (a dict, a status, raw text, or a delay)."""
+
+    def __init__(self):
+        from fastapi import FastAPI, Request
+        from fastapi.responses import JSONResponse, PlainTextResponse
+
+        self.reply, self.status, self.raw, self.delay_s, self.bodies = {}, 200, None, 0.0, []
+        app = FastAPI()
+
+        @app.post("/generate")
+        async def generate(request: Request):
+            self.bodies.append(await request.json())
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            if self.raw is not None:
+                return PlainTextResponse(self.raw, status_code=self.status)
+            return JSONResponse(self.reply, status_code=self.status)
+
+        self.app = app
+
+
+@pytest.fixture(scope="module")
+def stub(tiny_qwen25vl_path):
+    s = Stub()
+    _, processor = load_model(tiny_qwen25vl_path)
+    with ServerThread(s.app) as server:
+        yield s, server, processor
+
+
+def stub_engine(stub, **kw):
+    s, server, processor = stub
+    s.reply, s.status, s.raw, s.delay_s = {}, 200, None, 0.0
+    return s, server, ServerEngine([server.url], processor, generator_config(), "qwen2.5-vl", **kw)
+
+
+def good_reply(engine, ids, prompt_len, **meta):
+    return {"output_ids": ids, "meta_info": {"output_token_logprobs": [[-0.5, t, None] for t in ids],
+                                             "prompt_tokens": prompt_len, "finish_reason": {"type": "stop"}, **meta}}
+
+
+def test_request_mapping_by_hand(stub):
+    s, server, engine = stub_engine(stub)
+    req = requests(engine.prompts.builder.format)[0]
+    vocab = engine.tokenizer.get_vocab()
+    stops = [vocab["</tool_call>"], vocab["<|im_end|>"], vocab["<|endoftext|>"]]
+    assert engine.sampling_params() == {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 12,
+                                        "stop_token_ids": stops, "skip_special_tokens": False, "no_stop_trim": True}
+    sampled = ServerEngine([server.url], engine.prompts.processor, generator_config(
+        greedy=False, temperature=0.7, top_p=0.9, top_k=0, max_new_tokens=33, stop_at_tool_call=False), "qwen2.5-vl")
+    assert sampled.sampling_params() == {"temperature": 0.7, "top_p": 0.9, "top_k": -1, "max_new_tokens": 33,
+                                         "stop_token_ids": stops[1:], "skip_special_tokens": False,
+                                         "no_stop_trim": True}
+    topk = ServerEngine([server.url], engine.prompts.processor, generator_config(greedy=False, top_k=5), "qwen2.5-vl")
+    assert topk.sampling_params()["top_k"] == 5
+    # the body: the processor's ids, the screenshot byte-for-byte, the prompt's pixel bounds
+    prompt_ids = engine.prompts.encode([engine.prompts.builder.render(req)])["input_ids"][0].tolist()
+    word = engine.tokenizer("click", add_special_tokens=False)["input_ids"]
+    ids = [word[0], stops[1], word[0]]  # the answer goes on past the stop id: cut after it
+    s.reply = good_reply(engine, ids, len(prompt_ids))
+    [d] = engine.act([req])
+    [body] = s.bodies[-1:]
+    assert body["input_ids"] == prompt_ids and body["return_logprob"] is True and body["logprob_start_len"] == -1
+    assert base64.b64decode(body["image_data"][0].split(",", 1)[1]) == req.observation.screenshot.data
+    assert body["webrl_image_pixels"] == PIXELS
+    assert d.response_ids == ids[:2] and d.logprobs == [-0.5, -0.5] and d.stats.finish_reason == "stop"
+    for e in (engine, sampled, topk):
+        e.close()
+
+
+@pytest.mark.parametrize("setup, message", [
+    (dict(status=404, reply={"detail": "Not Found"}), "/generate: HTTP 404"),
+    (dict(status=500, reply={"object": "error", "message": "CUDA out of memory"}), "HTTP 500: CUDA out of memory"),
+    (dict(raw="<html>oops</html>"), "/generate: the answer is not JSON"),
+    (dict(reply={"text": "hi"}), "no 'meta_info'"),
+    (dict(reply={"meta_info": {"output_token_logprobs": [[0.1]]}}), "meta_info.output_token_logprobs must be"),
+    (dict(reply={"meta_info": {"finish_reason": {"type": "abort", "message": "weights updating"},
+                               "output_token_logprobs": []}}), "aborted: weights updating"),
+])
+def test_server_errors_name_the_url_and_field(stub, setup, message):
+    s, server, engine = stub_engine(stub)
+    for k, v in setup.items():
+        setattr(s, k, v)
+    with pytest.raises(ServerEngineError, match=message) as e:
+        engine.act(requests(engine.prompts.builder.format)[2:])
+    assert server.url in str(e.value)
+    engine.close()
+
+
+def test_answer_checks(stub):
+    s, server, engine = stub_engine(stub)
+    req = requests(engine.prompts.builder.format)[2]  # text only
+    n = len(engine.prompts.prompt_ids(engine.prompts.builder.render(req)))
+    pad = engine.tokenizer.get_vocab()["<|image_pad|>"]
+    a, b = engine.tokenizer("click type", add_special_tokens=False)["input_ids"][:2]
+    cases = [(good_reply(engine, [a, b], n + 4), "prompt_tokens is"),
+             (good_reply(engine, [a, pad], n), "vision placeholder"),
+             ({**good_reply(engine, [a, b], n), "output_ids": [b]}, "output_ids .* disagree")]
+    for reply, message in cases:
+        s.reply = reply
+        with pytest.raises(ServerEngineError, match=message):
+            engine.act([req])
+    engine.weight_version = "7"
+    s.reply = good_reply(engine, [a, b], n, weight_version="6")
+    with pytest.raises(ServerEngineError, match="weight_version is '6', but this engine loaded '7'"):
+        engine.act([req])
+    engine.close()
+
+
+def test_timeout_and_unreachable(stub):
+    s, server, engine = stub_engine(stub, timeout_s=0.3)
+    s.delay_s = 1.5
+    with pytest.raises(ServerEngineError, match=rf"{server.url}/generate: no answer within 0.3 s"):
+        engine.act(requests(engine.prompts.builder.format)[2:])
+    engine.close()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    dead = ServerEngine([f"http://127.0.0.1:{port}"], engine.prompts.processor, generator_config(), "qwen2.5-vl")
+    with pytest.raises(ServerEngineError, match=rf"127.0.0.1:{port}/generate: server unreachable"):
+        dead.act(requests(engine.prompts.builder.format)[2:])
+    with pytest.raises(ServerEngineError, match="unreachable"):
+        dead.health()
+    dead.close()
+
+
+def test_bad_construction(tiny_qwen25vl_path):
+    _, processor = load_model(tiny_qwen25vl_path)
+    with pytest.raises(ValueError, match="urls must be a non-empty list"):
+        ServerEngine("http://127.0.0.1:1", processor)
+    with pytest.raises(ValueError, match="timeout_s > 0"):
+        ServerEngine(["http://127.0.0.1:1"], processor, timeout_s=0)

@@ -1,0 +1,164 @@
+"""`webrl serve`'s SGLang-native routes over real HTTP: token-in/token-out answers whose log-probs
+equal a plain forward pass, stop ids and lengths, images, and a 400 naming the field for every
+request outside the subset."""
+import base64
+
+import httpx
+import pytest
+import torch
+
+from tests.reward.fixtures import SMALL_LIMITS
+from tests.reward.helpers import screenshot
+from webrl.serve import ServeConfig, ServerThread, create_app
+
+
+@pytest.fixture(scope="module")
+def native(tiny_engine):
+    with ServerThread(create_app(tiny_engine, ServeConfig(**SMALL_LIMITS))) as server:
+        yield server, tiny_engine
+
+
+def post(server, path, payload, **kw):
+    return httpx.post(server.url + path, json=payload, timeout=60, **kw)
+
+
+def prompt_ids(engine, text="Which button buys the mug?"):
+    return engine.processor.tokenizer(f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n",
+                                      add_special_tokens=False)["input_ids"]
+
+
+def image_prompt(engine, img, pixels):
+    """(input_ids with the image's pads expanded by the processor, data URL)."""
+    text = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>What is shown?<|im_end|>\n" \
+           "<|im_start|>assistant\n"
+    enc = engine.processor(text=[text], images=[img.to_pil()], return_tensors="pt",
+                           size={"shortest_edge": pixels["min_pixels"], "longest_edge": pixels["max_pixels"]})
+    return enc, f"data:image/png;base64,{base64.b64encode(img.data).decode()}"
+
+
+def forward_logprobs(engine, ids, new, temperature, **vision):
+    """log softmax(logits / T) of each new token from one forward pass over prompt + response."""
+    full = torch.tensor([ids + new])  # (1, P + N)
+    extra = {}
+    if vision:
+        extra = dict(vision, mm_token_type_ids=(full == engine.processor.tokenizer.convert_tokens_to_ids(
+            "<|image_pad|>")).long())
+    with torch.no_grad():
+        logits = engine.model(input_ids=full, attention_mask=torch.ones_like(full), **extra).logits  # (1, P+N, V)
+    P = len(ids)
+    logp = torch.log_softmax(logits[0, P - 1:-1].float() / temperature, -1)  # (N, V)
+    return logp.gather(-1, torch.tensor(new)[:, None]).squeeze(-1)  # (N,)
+
+
+def test_greedy_answer_shape_and_logprobs_match_a_forward_pass(native):
+    server, engine = native
+    ids = prompt_ids(engine)
+    r = post(server, "/generate", {"input_ids": ids, "return_logprob": True, "rid": "r1",
+                                   "sampling_params": {"temperature": 0, "max_new_tokens": 6}})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    meta, new = out["meta_info"], out["output_ids"]
+    assert meta["id"] == "r1" and meta["prompt_tokens"] == len(ids) and meta["completion_tokens"] == len(new)
+    assert meta["weight_version"] == "0" and 1 <= len(new) <= 6
+    assert [e[1] for e in meta["output_token_logprobs"]] == new
+    recomputed = forward_logprobs(engine, ids, new, 1.0)  # greedy reports T = 1
+    assert torch.allclose(torch.tensor([e[0] for e in meta["output_token_logprobs"]]), recomputed, atol=1e-4)
+    assert out["text"] == engine.processor.tokenizer.decode(new, skip_special_tokens=True)
+
+
+def test_stop_ids_and_length(native):
+    server, engine = native
+    ids = prompt_ids(engine)
+    first = post(server, "/generate", {"input_ids": ids, "sampling_params": {"temperature": 0, "max_new_tokens": 3,
+                                                                             "stop_token_ids": [5]}}).json()
+    # id 5 is a vision token, suppressed, so never sampled: three tokens, ended by length
+    assert len(first["output_ids"]) == 3 and 5 not in first["output_ids"]
+    assert first["meta_info"]["finish_reason"] == {"type": "length", "length": 3}
+    assert "output_token_logprobs" not in first["meta_info"]  # not asked for
+    # stopping at the second greedy token: the answer ends with it
+    stop = first["output_ids"][1]
+    cut = post(server, "/generate", {"input_ids": ids, "sampling_params": {"temperature": 0, "max_new_tokens": 3,
+                                                                           "stop_token_ids": [stop]}}).json()
+    assert cut["output_ids"] == first["output_ids"][:2]
+    assert cut["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
+
+
+def test_seeded_sampling_repeats_with_tempered_logprobs(native):
+    server, engine = native
+    ids = prompt_ids(engine)
+    body = {"input_ids": ids, "return_logprob": True,
+            "sampling_params": {"temperature": 0.7, "top_p": 1.0, "top_k": -1, "max_new_tokens": 5,
+                                "sampling_seed": 3, "stop_token_ids": [5]}}
+    a, b = post(server, "/generate", body).json(), post(server, "/generate", body).json()
+    assert a["output_ids"] == b["output_ids"]
+    got = torch.tensor([e[0] for e in a["meta_info"]["output_token_logprobs"]])
+    assert torch.allclose(got, forward_logprobs(engine, ids, a["output_ids"], 0.7), atol=1e-4)
+
+
+def test_image_request_uses_the_given_pixel_bounds(native):
+    server, engine = native
+    pixels = {"min_pixels": 1024, "max_pixels": 64 * 28 * 28}
+    enc, url = image_prompt(engine, screenshot(90, size=(300, 180)), pixels)
+    ids = enc["input_ids"][0].tolist()
+    body = {"input_ids": ids, "image_data": [url], "return_logprob": True, "webrl_image_pixels": pixels,
+            "sampling_params": {"temperature": 0, "max_new_tokens": 4}}
+    out = post(server, "/generate", body).json()
+    got = torch.tensor([e[0] for e in out["meta_info"]["output_token_logprobs"]])
+    want = forward_logprobs(engine, ids, out["output_ids"], 1.0, pixel_values=enc["pixel_values"],
+                            image_grid_thw=enc["image_grid_thw"])
+    assert torch.allclose(got, want, atol=1e-4)
+    # other bounds give another grid: the pads no longer fit and the server says so
+    r = post(server, "/generate", {**body, "webrl_image_pixels": {"min_pixels": 1024, "max_pixels": 16 * 28 * 28}})
+    assert r.status_code == 400 and "resize to" in r.json()["error"]["message"]
+    r = post(server, "/generate", {**body, "image_data": []})
+    assert r.status_code == 400 and "image_data is empty" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"input_ids": None}, "input_ids is required"),
+    ({"text": "hi"}, "unsupported field(s) ['text']"),
+    ({"input_ids": [1, "a"]}, "input_ids[1] must be an integer"),
+    ({"sampling_params": {"top_k": 0}}, "top_k must be -1 (off) or >= 1"),
+    ({"sampling_params": {"temperature": -1}}, "temperature must be >= 0"),
+    ({"sampling_params": {"top_p": 0}}, "top_p must be in (0, 1]"),
+    ({"sampling_params": {"max_new_tokens": 65}}, "max_new_tokens is 65; the limit is 64"),
+    ({"sampling_params": {"min_p": 0.1}}, "unsupported field(s) ['min_p']"),
+    ({"sampling_params": {"stop_token_ids": 7}}, "stop_token_ids must be a list"),
+    ({"stream": True}, "stream must be one of [False]"),
+    ({"logprob_start_len": 0}, "logprob_start_len must be one of [-1]"),
+    ({"image_data": "http://example.com/a.png"}, "image_data[0]"),
+    ({"webrl_image_pixels": {"min_pixels": 10}}, "webrl_image_pixels.max_pixels must be an integer"),
+    ({"input_ids": [1] * 1501}, "1501 tokens; the limit is 1500"),
+])
+def test_bad_requests_name_the_field(native, change, message):
+    server, engine = native
+    body = {"input_ids": prompt_ids(engine), "sampling_params": {"max_new_tokens": 2}}
+    body.update(change)
+    body = {k: v for k, v in body.items() if v is not None}
+    r = post(server, "/generate", body)
+    assert r.status_code == 400, r.text
+    assert message in r.json()["error"]["message"]
+
+
+def test_invalid_json_model_info_and_update_errors(native, tiny_qwen3vl_path):
+    server, _ = native
+    r = httpx.post(server.url + "/generate", content=b"{not json", timeout=10)
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    info = httpx.get(server.url + "/get_model_info").json()
+    assert info["weight_version"] == "0" and info["is_generation"] is True
+    r = post(server, "/update_weights_from_disk", {})
+    assert r.status_code == 400 and "model_path is required" in r.json()["error"]["message"]
+    r = post(server, "/update_weights_from_disk", {"model_path": tiny_qwen3vl_path})  # another architecture
+    assert r.status_code == 400 and "does not fit the served model" in r.json()["error"]["message"]
+    assert httpx.get(server.url + "/get_model_info").json()["weight_version"] == "0"  # nothing changed
+
+
+def test_native_routes_need_the_key(tiny_engine, monkeypatch):
+    monkeypatch.setenv("WEBRL_NATIVE_TEST_KEY", "s3cret")
+    config = ServeConfig(**SMALL_LIMITS, api_key_env="WEBRL_NATIVE_TEST_KEY")
+    with ServerThread(create_app(tiny_engine, config)) as server:
+        body = {"input_ids": prompt_ids(tiny_engine), "sampling_params": {"max_new_tokens": 1}}
+        assert post(server, "/generate", body).status_code == 401
+        assert post(server, "/update_weights_from_disk", {"model_path": "/x"}).status_code == 401
+        ok = post(server, "/generate", body, headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200 and len(ok.json()["output_ids"]) == 1

@@ -1,0 +1,289 @@
+"""`ServerEngine`: the `Engine` protocol (act + weight loading) over an inference server's native
+`/generate`, token-in/token-out.
+
+The prompt is rendered and tokenised here by webrl's own code (`PromptBuilder` and
+`GeneratorPolicy.prompt_ids`, the same ids the in-process engine feeds its model, image pads
+expanded), sent as `input_ids` with the screenshots as data URLs, and the server answers with the
+sampled ids and their log-probs. Nothing is re-tokenised: the learner trains on exactly what was
+sampled. The response text is decoded locally and parsed by the prompt's action format.
+
+Protocol: SGLang's native API, read in sgl-project/sglang at commits 001067ff (managers/io_struct.py,
+`GenerateReqInput`, `UpdateWeightFromDiskReqInput`) and 0025436e (entrypoints/http_server.py), and
+the token_in_token_out_vlm_server example (processor-expanded `input_ids` + `image_data`). Fields
+relied on:
+
+    POST /generate  input_ids, image_data (data URLs), return_logprob: true, logprob_start_len: -1,
+                    sampling_params {temperature (0 = greedy), top_p, top_k (-1 = off), max_new_tokens,
+                    stop_token_ids, skip_special_tokens, no_stop_trim}
+        answer      meta_info.output_token_logprobs [[logprob, token_id, text|null], ...] (the ids and
+                    log-probs used), output_ids (checked against them), meta_info.finish_reason.type
+                    ("abort" is an error), meta_info.prompt_tokens (must equal len(input_ids)),
+                    meta_info.weight_version (must equal the version last loaded, when given)
+    POST /update_weights_from_disk  {model_path, weight_version} -> 200 {success, message}
+    GET  /get_model_info            weight_version (read back after each update)
+    GET  /health                    200
+
+`webrl serve` (`webrl.serve.native`) speaks the same subset on the transformers backend.
+
+Log-probs: SGLang reports log softmax(logits / T) before top-p / top-k filtering (leave
+SGLANG_RETURN_ORIGINAL_LOGPROB unset) and T = 1 log-probs for greedy, which is what
+`GeneratorPolicy` records. vLLM's OpenAI routes take token ids but not together with images, so
+its offline engine (not this HTTP engine) is the way there.
+
+Departures from the in-process engine: the vision placeholders are not masked on the server (no
+portable SGLang field does it); trained checkpoints give them ~0 mass, and a response holding one
+is refused (the rollout retries) rather than sent to the learner. Pixel bounds: the prompt's
+min/max pixels travel as `webrl_image_pixels` (a webrl field; SGLang ignores it), so an SGLang
+server must be started with the same bounds in its checkpoint's preprocessor config; a mismatch
+shows as a prompt length or image-token error, never as silently different pixels.
+"""
+from __future__ import annotations
+
+import base64
+import itertools
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
+
+from webrl.chat.tokens import STOP_TOKENS, VISION_TOKENS
+from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
+from webrl.policy.types import Decision, DecisionStats, PolicyRequest
+from webrl.types import Image
+
+
+class ServerEngineError(RuntimeError):
+    """A server that is unreachable, slow, failing or answering something malformed (the message
+    names the URL and the field). The rollout's retry logic treats it as a failed step."""
+
+
+def image_data_url(image: Image) -> str:
+    return f"data:image/{image.format};base64,{base64.b64encode(image.data).decode()}"
+
+
+def cut_at_stop(ids: list[int], stop_ids: Sequence[int]) -> tuple[list[int], str]:
+    """(ids up to and including the first stop id, "stop"), or (ids, "length") without one."""
+    for i, t in enumerate(ids):
+        if t in stop_ids:
+            return ids[:i + 1], "stop"
+    return ids, "length"
+
+
+class ServerEngine:
+    """Decides requests on one or more SGLang-native servers (round robin, one `/generate` per
+    request, at most `max_concurrency` in flight); `load_weights_from_disk` updates them all."""
+
+    def __init__(self, urls: Sequence[str], processor: Any, generator: Optional[GeneratorConfig] = None,
+                 family: str = "qwen2.5-vl", timeout_s: float = 300.0, max_concurrency: int = 16,
+                 send_pixel_bounds: bool = True, api_key: str = ""):
+        import httpx
+
+        if isinstance(urls, str) or not urls:
+            raise ValueError(f"ServerEngine.urls must be a non-empty list of base URLs, got {urls!r}")
+        if not timeout_s > 0 or max_concurrency < 1:
+            raise ValueError(f"ServerEngine needs timeout_s > 0 and max_concurrency >= 1, "
+                             f"got {timeout_s}, {max_concurrency}")
+        self.urls = [u.rstrip("/") for u in urls]
+        # The prompt half of the in-process policy (no model): same builder, prompt ids, stop ids.
+        self.prompts = GeneratorPolicy(None, processor, generator or GeneratorConfig(), family)
+        self.tokenizer = self.prompts.tokenizer
+        self.timeout_s, self.send_pixel_bounds = timeout_s, send_pixel_bounds
+        vocab = self.tokenizer.get_vocab()
+        self.vision_ids = {vocab[t] for t in VISION_TOKENS if t in vocab}
+        self.weight_version: Optional[str] = None
+        """The version last loaded through this engine (None: whatever the servers started with)."""
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(timeout=timeout_s, headers=headers)
+        self.pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="webrl-server-engine")
+        self._next = itertools.count()
+        self._lock = threading.Lock()
+
+    # -- the request -----------------------------------------------------------------------------
+    def sampling_params(self) -> dict:
+        """`SamplingConfig` in SGLang's names: greedy -> temperature 0, top_k 0 (off) -> -1."""
+        s = self.prompts.config.sampling
+        return {"temperature": 0.0 if s.greedy else s.temperature, "top_p": 1.0 if s.greedy else s.top_p,
+                "top_k": -1 if s.greedy or s.top_k == 0 else s.top_k, "max_new_tokens": s.max_new_tokens,
+                "stop_token_ids": list(self.prompts.stop_ids), "skip_special_tokens": False, "no_stop_trim": True}
+
+    def request_body(self, prompt_ids: list[int], images: Sequence[Image]) -> dict:
+        body = {"input_ids": list(prompt_ids), "sampling_params": self.sampling_params(),
+                "return_logprob": True, "logprob_start_len": -1}
+        if images:
+            body["image_data"] = [image_data_url(im) for im in images]
+            if self.send_pixel_bounds:
+                cfg = self.prompts.config.prompt
+                body["webrl_image_pixels"] = {"min_pixels": cfg.min_pixels, "max_pixels": cfg.max_pixels}
+        return body
+
+    # -- acting ----------------------------------------------------------------------------------
+    def act(self, requests: Sequence[PolicyRequest]) -> list[Decision]:
+        return list(self.pool.map(self._act_one, requests))
+
+    def _act_one(self, request: PolicyRequest) -> Decision:
+        t0 = time.perf_counter()
+        prompt = self.prompts.builder.render(request)
+        prompt_ids = self.prompts.prompt_ids(prompt)
+        with self._lock:
+            url = self.urls[next(self._next) % len(self.urls)]
+        answer = self._post(url, "/generate", self.request_body(prompt_ids, prompt.images))
+        ids, logprobs = self._read_tokens(url, answer, len(prompt_ids))
+        ids, finish = cut_at_stop(ids, self.prompts.stop_ids)
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        for tok in STOP_TOKENS[1:]:  # <|im_end|> / <|endoftext|> are frame, not content (as in-process)
+            text = text.removesuffix(tok)
+        stats = DecisionStats(prompt_tokens=len(prompt_ids), response_tokens=len(ids),
+                              latency_s=time.perf_counter() - t0, history_turns=len(request.history),
+                              history_dropped=prompt.history_dropped, images=len(prompt.images),
+                              over_budget=prompt.over_budget, finish_reason=finish)
+        return Decision(parsed=self.prompts.builder.format.parse(text, prompt.geometry), response_text=text,
+                        prompt_ids=prompt_ids, response_ids=ids, logprobs=logprobs[:len(ids)],
+                        images=list(prompt.images), stats=stats)
+
+    def _read_tokens(self, url: str, answer: Any, prompt_len: int) -> tuple[list[int], list[float]]:
+        """(sampled ids, their log-probs) from a `/generate` answer, checked field by field."""
+        where = f"{url}/generate"
+        meta = answer.get("meta_info") if isinstance(answer, dict) else None
+        if not isinstance(meta, dict):
+            raise ServerEngineError(f"{where}: the answer has no 'meta_info' object: {str(answer)[:200]}")
+        finish = meta.get("finish_reason")
+        if isinstance(finish, dict) and finish.get("type") == "abort":
+            raise ServerEngineError(f"{where}: the request was aborted: {finish.get('message', '')}")
+        entries = meta.get("output_token_logprobs")
+        if not isinstance(entries, list) or not all(
+                isinstance(e, (list, tuple)) and len(e) >= 2 and isinstance(e[1], int)
+                and isinstance(e[0], (int, float)) for e in entries):
+            raise ServerEngineError(f"{where}: meta_info.output_token_logprobs must be a list of "
+                                    f"[logprob, token_id, text], got {str(entries)[:200]}")
+        ids, logprobs = [int(e[1]) for e in entries], [float(e[0]) for e in entries]
+        output_ids = answer.get("output_ids")
+        # output_ids may or may not repeat the final stop token; the log-prob entries always hold it.
+        if output_ids is not None and output_ids not in (ids, ids[:-1]):
+            raise ServerEngineError(f"{where}: output_ids {output_ids[:8]}... disagree with the ids of "
+                                    f"meta_info.output_token_logprobs {ids[:8]}...")
+        if meta.get("prompt_tokens") is not None and meta["prompt_tokens"] != prompt_len:
+            raise ServerEngineError(f"{where}: meta_info.prompt_tokens is {meta['prompt_tokens']} for "
+                                    f"{prompt_len} input_ids (did the server re-expand the image tokens? check "
+                                    f"its min/max pixels against generator.prompt)")
+        version = meta.get("weight_version")
+        if self.weight_version is not None and version is not None and str(version) != self.weight_version:
+            raise ServerEngineError(f"{where}: meta_info.weight_version is {version!r}, but this engine loaded "
+                                    f"{self.weight_version!r} (was the server updated by someone else?)")
+        if self.vision_ids.intersection(ids):
+            raise ServerEngineError(f"{where}: the response holds a vision placeholder token "
+                                    f"({sorted(self.vision_ids.intersection(ids))}); refusing the sample")
+        return ids, logprobs
+
+    # -- weights ---------------------------------------------------------------------------------
+    def load_weights(self, weights: Any, version: Optional[int] = None) -> None:
+        """A checkpoint folder (str / PathLike) -> `load_weights_from_disk`. A state dict cannot
+        reach a server over this protocol."""
+        if isinstance(weights, (str, os.PathLike)):
+            self.load_weights_from_disk(os.fspath(weights), version)
+            return
+        kind = "a state dict" if isinstance(weights, Mapping) else type(weights).__name__
+        raise NotImplementedError(f"ServerEngine.load_weights got {kind}; an inference server loads weights from "
+                                  f"a checkpoint folder: save the learner's weights with save_pretrained and pass "
+                                  f"the folder path (or call load_weights_from_disk(path, version))")
+
+    def load_weights_from_disk(self, path: str, version: Optional[int] = None) -> str:
+        """Every server loads `path` in place, stamped `version` (read back from /get_model_info).
+        Returns the version the servers report."""
+        body = {"model_path": path}
+        if version is not None:
+            body["weight_version"] = str(version)
+        reported = list(self.pool.map(lambda url: self._update_one(url, body), self.urls))
+        if len(set(reported)) != 1:
+            raise ServerEngineError(f"servers report different weight versions after the update: "
+                                    f"{dict(zip(self.urls, reported))}")
+        self.weight_version = reported[0]
+        return reported[0]
+
+    def _update_one(self, url: str, body: dict) -> str:
+        answer = self._post(url, "/update_weights_from_disk", body)
+        if not isinstance(answer, dict) or answer.get("success") is not True:
+            raise ServerEngineError(f"{url}/update_weights_from_disk: 'success' is not true: {str(answer)[:300]}")
+        info = self._request(url, "GET", "/get_model_info")
+        version = info.get("weight_version") if isinstance(info, dict) else None
+        if version is None:
+            raise ServerEngineError(f"{url}/get_model_info: no 'weight_version' in {str(info)[:200]}")
+        if "weight_version" in body and str(version) != body["weight_version"]:
+            raise ServerEngineError(f"{url}/get_model_info: weight_version is {version!r} after loading "
+                                    f"{body['weight_version']!r}")
+        return str(version)
+
+    def health(self) -> None:
+        """Raise `ServerEngineError` unless every server answers GET /health with 200."""
+        for url in self.urls:
+            self._request(url, "GET", "/health", want_json=False)
+
+    # -- HTTP ------------------------------------------------------------------------------------
+    def _post(self, url: str, path: str, body: dict) -> Any:
+        return self._request(url, "POST", path, body)
+
+    def _request(self, url: str, method: str, path: str, body: Optional[dict] = None, want_json: bool = True) -> Any:
+        import httpx
+
+        where = f"{url}{path}"
+        try:
+            r = self.client.request(method, where, json=body)
+        except httpx.TimeoutException:
+            raise ServerEngineError(f"{where}: no answer within {self.timeout_s} s (timeout_s)") from None
+        except httpx.HTTPError as e:
+            raise ServerEngineError(f"{where}: server unreachable ({type(e).__name__}: {e})") from None
+        if r.status_code != 200:
+            raise ServerEngineError(f"{where}: HTTP {r.status_code}: {_error_message(r)}")
+        if not want_json:
+            return None
+        try:
+            return r.json()
+        except ValueError:
+            raise ServerEngineError(f"{where}: the answer is not JSON: {r.text[:200]!r}") from None
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
+        self.client.close()
+
+
+def _error_message(response: Any) -> str:
+    """The message of an error body in SGLang's ({"message"}) or OpenAI's ({"error": {"message"}}) shape."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and "message" in inner:
+            return str(inner["message"])[:300]
+        if "message" in body:
+            return str(body["message"])[:300]
+    return str(body)[:300]
+
+
+@dataclass
+class ServerEngineFactory:
+    """Picklable recipe for a `ServerEngine`: server URLs, the checkpoint folder whose processor
+    renders prompts (the servers' model), generator config. No policy wrappers: the heads cascade
+    and LOCI read the model's hidden states, which a server does not return."""
+
+    urls: Sequence[str]
+    model_path: str
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    timeout_s: float = 300.0
+    max_concurrency: int = 16
+    api_key_env: str = ""
+    """Environment variable holding the servers' bearer key (empty: none)."""
+
+    def __call__(self) -> ServerEngine:
+        from transformers import AutoConfig
+
+        from webrl.models.loading import model_family
+        from webrl.models.processor import load_processor
+
+        config = AutoConfig.from_pretrained(self.model_path)
+        processor = load_processor(self.model_path, config.model_type)
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        return ServerEngine(list(self.urls), processor, self.generator, model_family(config), self.timeout_s,
+                            self.max_concurrency, api_key=key)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,14 @@ class RunActors:
         from webrl.rollout.placement import start_inference_workers
 
         res = self.config.resources
+        server = self.config.rollout.server
         if endpoint:
             factory: Any = EndpointEngineFactory(endpoint_config(self.config))
+        elif self.config.rollout.engine == "server":
+            from webrl.rollout.server_engine import ServerEngineFactory
+
+            factory = ServerEngineFactory(server.urls, model_path, generator, server.timeout_s, server.max_concurrency,
+                                          server.api_key_env)
         else:
             factory = GeneratorEngineFactory(model_path, generator, dtype=self.config.model.dtype,
                                              device="cuda" if res.gpus_per_inference_worker else None,
@@ -158,6 +165,13 @@ class RunActors:
         """The learner's current weights into every inference worker, stamped `version`."""
         import ray
 
+        if self.config.rollout.engine == "server":  # servers load a folder; the previous one stays for in-flight reads
+            root = self.run_dir / "server_weights"
+            path = learner.export_hf(str(root / f"v{version:08d}"))
+            ray.get([a.set_weights.remote(path, version) for a in self.inference])
+            for old in sorted(root.glob("v*"))[:-2]:
+                shutil.rmtree(old, ignore_errors=True)
+            return
         ref = learner.get_weights_ref()
         ray.get([a.set_weights.remote(ref, version) for a in self.inference])
 

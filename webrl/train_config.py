@@ -331,6 +331,8 @@ class WebRLConfig:
                               f"SFT), got {self.learner.objective!r}")
         for key, value, why in _inert_settings(self):
             raise ConfigError(f"{key}={value!r} has no effect in this version ({why}); leave it at its default")
+        if self.rollout.engine == "server":
+            _check_server_engine(self)
 
 
 RL_OBJECTIVES = ("grpo", "ppo")
@@ -371,6 +373,20 @@ def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
         out.append(("sft.learner.consistency", config.sft.learner.consistency, "demonstrations carry no rollout "
                     "log-probs to check; set learner.consistency (the RL learner) instead"))
     return out
+
+
+def _check_server_engine(config: WebRLConfig) -> None:
+    """What rollout.engine=server cannot do: hidden-state policy wrappers, GPUs in the inference
+    workers (the servers hold them), several rollout workers reloading the same servers."""
+    if config.policy.wrappers:
+        raise ConfigError(f"policy.wrappers={config.policy.wrappers} needs the model's hidden states, which an "
+                          f"inference server does not return; use rollout.engine=transformers or policy.wrappers=[]")
+    if config.resources.gpus_per_inference_worker:
+        raise ConfigError("resources.gpus_per_inference_worker must be 0 with rollout.engine=server (the servers "
+                          "hold the GPUs; the inference worker only sends requests)")
+    if config.resources.num_inference_workers != 1:
+        raise ConfigError(f"resources.num_inference_workers must be 1 with rollout.engine=server (one worker spreads "
+                          f"requests over every URL in rollout.server.urls), got {config.resources.num_inference_workers}")
 
 
 def learner_run(config: WebRLConfig, model_path: str, temperature: float = 1.0) -> LearnerRun:

@@ -258,3 +258,46 @@ def test_bad_construction(tiny_qwen25vl_path):
         ServerEngine("http://127.0.0.1:1", processor)
     with pytest.raises(ValueError, match="timeout_s > 0"):
         ServerEngine(["http://127.0.0.1:1"], processor, timeout_s=0)
+
+
+@pytest.mark.slow
+def test_learner_to_server_weight_sync_through_the_inference_worker(tiny_qwen25vl_path, tmp_path):
+    """The server-engine sync path without Ray: the learner trains, exports a Hugging Face folder,
+    and an InferenceWorker over ServerEngine hands it to `webrl serve` with its version; the
+    server's greedy decisions then equal an in-process policy on the exported weights, and a
+    second worker's update of the same version does not reload the server."""
+    import asyncio
+
+    from tests.learner.helpers import learner_config, learner_run, make_samples, with_rollout_logprobs
+    from webrl.learner import LearnerGroup
+    from webrl.rollout import InferenceConfig, InferenceWorker
+
+    model, processor = load_model(tiny_qwen25vl_path)
+    server = ServerThread(create_app(LocalChatEngine(model, processor, "qwen2.5-vl"),
+                                     ServeConfig(max_new_tokens=64, default_max_tokens=16))).start()
+    engine = ServerEngine([server.url], processor, generator_config(), "qwen2.5-vl")
+    worker = InferenceWorker(engine, InferenceConfig(batch_window_s=0.0), version=0)
+    reqs = requests(GeneratorPolicy(model, processor, generator_config()).builder.format)[:2]
+    group = LearnerGroup(learner_config(), learner_run(tiny_qwen25vl_path), 1, use_ray=False)
+    try:
+        before = engine.act(reqs)
+        samples = make_samples(processor, 4)
+        group.update(with_rollout_logprobs(samples, group.compute_logprobs(samples).logprobs))
+        path = group.export_hf(str(tmp_path / "v00000001"))
+        asyncio.run(worker.set_weights_async(path, 1))
+        assert worker.version == 1 and engine.weight_version == "1"
+        trained, trained_processor = load_model(path)
+        after = engine.act(reqs)
+        assert_same_decisions(after, GeneratorPolicy(trained, trained_processor, generator_config()).act(reqs))
+        assert [d.logprobs for d in after] != [d.logprobs for d in before]  # the update reached the server
+        calls = []
+        other = ServerEngine([server.url], processor, generator_config(), "qwen2.5-vl")
+        post = other._post
+        other._post = lambda url, route, body: (calls.append(route), post(url, route, body))[1]
+        other.load_weights(path, 1)
+        assert calls == []  # the server already holds version 1: nothing reloads
+        other.close()
+    finally:
+        group.shutdown()
+        engine.close()
+        server.stop()

@@ -339,6 +339,10 @@ class LearnerGroup:
     def full_state_dict(self) -> dict:
         return self._all("full_state_dict")[0]
 
+    def export_hf(self, path: str) -> str:
+        """The current policy as a Hugging Face folder at `path`, published atomically (inference servers load it)."""
+        return self._all("export_hf", str(path))[0]
+
     def value_head_state(self) -> Optional[dict]:
         """The value head's parameters on CPU (None without one); collective under ZeRO-3."""
         return self._all("value_head_state")[0]

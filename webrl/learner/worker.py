@@ -223,6 +223,21 @@ class LearnerWorker:
                 out.setdefault(name, buffer.detach().cpu().clone())
         return out if self.rank == 0 else None
 
+    def export_hf(self, path: str) -> str:
+        """The policy as a Hugging Face folder at `path` (+ processor), written to a temp folder
+        and renamed, so a reader never sees half of it (what inference servers load). Collective
+        under ZeRO-3: call on every rank."""
+        state_dict = self.full_state_dict()
+        final = Path(path)
+        if self.rank == 0:
+            temp = ckpt.temp_path(final)
+            shutil.rmtree(temp, ignore_errors=True)
+            self.module.model.save_pretrained(temp, state_dict=state_dict)
+            self.processor.save_pretrained(temp)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(temp, final)
+        return str(final)
+
     def get_weights(self) -> Optional[WeightUpdate]:
         """Trainable weights stamped with the policy version (rank 0; None on other ranks).
         Collective under ZeRO-3: call on every rank."""

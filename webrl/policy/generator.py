@@ -86,7 +86,9 @@ class GeneratorPolicy:
         self.config = config or GeneratorConfig()
         self.family = family or model_family(model)
         self.tokenizer = processor.tokenizer
-        if self.config.prompt.action_format == "pointer" and getattr(model, "element_pointer", None) is None:
+        # model None: prompts only (a server engine's model is the server's)
+        if self.config.prompt.action_format == "pointer" and model is not None \
+                and getattr(model, "element_pointer", None) is None:
             raise ValueError("generator.prompt.action_format='pointer' needs a model with an element pointer "
                              "(a tiny model with model.tiny_element_tokens=128, or a pointer checkpoint: "
                              "config.json has 'webrl_pointer')")

@@ -31,6 +31,9 @@ from typing import Any, Callable, Optional, Sequence
 from webrl.actions import Action
 from webrl.policy.types import Observation, PolicyRequest
 from webrl.rollout.balanced import BalancedRolloutConfig
+from webrl.rollout.server_engine import ServerConfig
+
+ENGINES = ("transformers", "server")
 from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
 
 
@@ -89,6 +92,12 @@ class RolloutConfig:
     max_staleness: int = 1
     """async mode: a group with any turn decided more than this many policy versions before the
     learner's current one is discarded (counted as "stale"); 0 collects nothing ahead (= sync)."""
+    engine: str = "transformers"
+    """Who samples: "transformers" (the generator inside each inference worker) or "server"
+    (SGLang-native servers at rollout.server.urls, `webrl.rollout.server_engine`; weights reach
+    them as a Hugging Face folder after every update)."""
+    server: ServerConfig = field(default_factory=ServerConfig)
+    """The servers of rollout.engine=server."""
     balanced: BalancedRolloutConfig = field(default_factory=BalancedRolloutConfig)
     """Orchard's Balanced Adaptive Rollout (sync mode): which drawn tasks run and how many of the
     iteration's tasks x group_size rollouts each gets, from per-family success estimates
@@ -98,6 +107,13 @@ class RolloutConfig:
         if self.balanced.enabled and self.mode != "sync":
             raise ValueError("rollout.balanced.enabled plans the tasks of a sync iteration; rollout.mode=async draws "
                              "on its own thread, so set rollout.mode=sync or rollout.balanced.enabled=false")
+        if self.engine not in ENGINES:
+            raise ValueError(f"rollout.engine must be one of {ENGINES}, got {self.engine!r}")
+        if self.engine == "server" and not self.server.urls:
+            raise ValueError("rollout.engine=server needs rollout.server.urls (the servers' base URLs)")
+        if self.engine != "server" and self.server != ServerConfig():
+            raise ValueError("rollout.server.* is set but rollout.engine is not 'server'; set rollout.engine=server "
+                             "or leave rollout.server at its defaults")
         b = self.balanced
         if b.enabled and not b.min_group <= self.group_size <= b.max_group:
             raise ValueError(f"rollout.group_size={self.group_size} must lie in [rollout.balanced.min_group, "

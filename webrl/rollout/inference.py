@@ -6,7 +6,8 @@ Every decision comes back with the policy version that produced it, and `set_wei
 runs in the middle of a batch (one lock orders them), so a decision's version is exact.
 
 The engine is whatever implements `Engine` (`act` + `load_weights`): the transformers
-generator policy here, a vLLM engine later, without touching the coordinator.
+generator policy, or `webrl.rollout.server_engine.ServerEngine` over SGLang-native servers
+(weights as a folder path), without touching the coordinator.
 """
 from __future__ import annotations
 
@@ -134,10 +135,15 @@ class InferenceWorker:
                 await asyncio.to_thread(self.set_weights, weights, version)
         return self.version
 
-    def set_weights(self, weights: Mapping[str, Any], version: int) -> None:
+    def set_weights(self, weights: Mapping[str, Any] | str, version: int) -> None:
+        """A state dict (in-process engines) or a Hugging Face folder path (server engines, which
+        load it themselves and are told the version)."""
         if version < self.version:
             raise ValueError(f"weights version {version} is older than the current {self.version}")
-        self.engine.load_weights(weights)
+        if isinstance(weights, str):
+            self.engine.load_weights(weights, version)
+        else:
+            self.engine.load_weights(weights)
         self.version = version
 
     def batch_sizes(self) -> list[int]:
@@ -159,8 +165,9 @@ class InferenceActor:
         return await self.worker.act_one(request)
 
     async def set_weights(self, weights: Any, version: Optional[int] = None) -> int:
-        """`weights`: name -> tensor with `version`, or a learner `WeightUpdate` (carries both;
-        hand the learner's object-store ref to every worker so the bytes travel once)."""
+        """`weights`: name -> tensor with `version`, a learner `WeightUpdate` (carries both;
+        hand the learner's object-store ref to every worker so the bytes travel once), or the
+        path of a Hugging Face folder with `version` (server engines)."""
         if hasattr(weights, "as_dict"):
             weights, version = weights.as_dict(), weights.version if version is None else version
         if version is None:

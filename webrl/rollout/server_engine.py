@@ -202,6 +202,10 @@ class ServerEngine:
         return reported[0]
 
     def _update_one(self, url: str, body: dict) -> str:
+        if "weight_version" in body:  # already there (another inference worker of the run loaded it)
+            info = self._request(url, "GET", "/get_model_info")
+            if isinstance(info, dict) and str(info.get("weight_version")) == body["weight_version"]:
+                return body["weight_version"]
         answer = self._post(url, "/update_weights_from_disk", body)
         if not isinstance(answer, dict) or answer.get("success") is not True:
             raise ServerEngineError(f"{url}/update_weights_from_disk: 'success' is not true: {str(answer)[:300]}")
@@ -263,6 +267,29 @@ def _error_message(response: Any) -> str:
 
 
 @dataclass
+class ServerConfig:
+    """Inference servers the run's rollouts use (`rollout.engine=server`), started by the user."""
+
+    urls: list[str] = field(default_factory=list)
+    """Base URLs of SGLang-native servers (or `webrl serve`), e.g. ["http://10.0.0.5:30000"]."""
+    timeout_s: float = 300.0
+    """One /generate (or weight update) longer than this is an error the rollout retries."""
+    max_concurrency: int = 16
+    """Requests in flight per inference worker, over all its servers."""
+    api_key_env: str = ""
+    """Environment variable holding the servers' bearer key (empty: none)."""
+
+    def __post_init__(self) -> None:
+        for url in self.urls:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ValueError(f"rollout.server.urls entries must be http(s) URLs, got {url!r}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"rollout.server.timeout_s must be > 0, got {self.timeout_s!r}")
+        if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
+            raise ValueError(f"rollout.server.max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
+
+
+@dataclass
 class ServerEngineFactory:
     """Picklable recipe for a `ServerEngine`: server URLs, the checkpoint folder whose processor
     renders prompts (the servers' model), generator config. No policy wrappers: the heads cascade
@@ -270,6 +297,9 @@ class ServerEngineFactory:
 
     urls: Sequence[str]
     model_path: str
+    """The checkpoint the servers were started from (a folder or a shipped `webrl:` name); only its
+    processor is read here. A pointer checkpoint (action_format=pointer) needs a server that runs
+    its element pointer, i.e. `webrl serve`; SGLang serves plain Qwen-VL checkpoints."""
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     timeout_s: float = 300.0
     max_concurrency: int = 16
@@ -282,8 +312,11 @@ class ServerEngineFactory:
         from webrl.models.loading import model_family
         from webrl.models.processor import load_processor
 
-        config = AutoConfig.from_pretrained(self.model_path)
-        processor = load_processor(self.model_path, config.model_type)
+        from webrl.models.shipped import resolve_shipped
+
+        path = resolve_shipped(str(self.model_path))
+        config = AutoConfig.from_pretrained(path)
+        processor = load_processor(path, config.model_type)
         key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
         return ServerEngine(list(self.urls), processor, self.generator, model_family(config), self.timeout_s,
                             self.max_concurrency, api_key=key)

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,13 @@ class RunActors:
         self.learners: list = []
         self._starting: list[tuple[str, Any]] = []  # (what, actor) started and not yet waited for
         self._ray_started = False
+        # rollout.engine=server: inference workers by bundle index (rollout workers, index 0, load
+        # first), the checkpoint the servers start from, and a per-run tag that makes every load's
+        # version label unique, so servers holding another run's or an older load's weights never
+        # look up to date
+        self._indexed: list[tuple[int, Any]] = []
+        self._server_model = ""
+        self._server_tag, self._server_loads = uuid.uuid4().hex[:8], 0
 
     # -- Ray ------------------------------------------------------------------------------------
     def start_ray(self, mode: str = "train") -> None:
@@ -66,6 +74,9 @@ class RunActors:
         env_vars = {"RAY_USAGE_STATS_ENABLED": os.environ.get("RAY_USAGE_STATS_ENABLED", "0"),
                     "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
                     "TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"]}
+        key_env = self.config.rollout.server.api_key_env  # the servers' key reaches the inference actors
+        if self.config.rollout.engine == "server" and key_env:
+            env_vars[key_env] = os.environ[key_env]  # present: checked at config load
         if ray.is_initialized():
             return
         address = cfg.ray_address or os.environ.get("RAY_ADDRESS", "")
@@ -108,6 +119,7 @@ class RunActors:
 
             factory = ServerEngineFactory(server.urls, model_path, generator, server.timeout_s, server.max_concurrency,
                                           server.api_key_env)
+            self._server_model = model_path
         else:
             factory = GeneratorEngineFactory(model_path, generator, dtype=self.config.model.dtype,
                                              device="cuda" if res.gpus_per_inference_worker else None,
@@ -118,6 +130,7 @@ class RunActors:
                                           placement_group=self.placement_group,
                                           bundle_offset=self.layout.inference + index)
         self.inference += workers
+        self._indexed += [(index + i, w) for i, w in enumerate(workers)]
         self._starting += [(f"inference worker {index + i}", w) for i, w in enumerate(workers)]
         return workers
 
@@ -139,6 +152,10 @@ class RunActors:
             raise ResourceError(f"timed out after {timeout_s:g} s waiting for actors to start (not started: "
                                 f"{', '.join(missing)}; resources.startup_timeout_s): the cluster may lack the "
                                 "resources (see the table printed at start-up), or start-up is slow")
+        if self._server_model and self._server_loads == 0:  # the servers start from the run's checkpoint
+            from webrl.models.shipped import resolve_shipped
+
+            self._load_servers(resolve_shipped(self._server_model), 0)
 
     def start_learner(self, section: Any, run: Any) -> Any:
         """A `LearnerGroup` of `resources.learner_ranks` ranks for `section` (the RL or the SFT
@@ -167,13 +184,24 @@ class RunActors:
 
         if self.config.rollout.engine == "server":  # servers load a folder; the previous one stays for in-flight reads
             root = self.run_dir / "server_weights"
-            path = learner.export_hf(str(root / f"v{version:08d}"))
-            ray.get([a.set_weights.remote(path, version) for a in self.inference])
-            for old in sorted(root.glob("v*"))[:-2]:
-                shutil.rmtree(old, ignore_errors=True)
+            self._load_servers(learner.export_hf(str(root / f"v{version:08d}")), version)
+            for old in root.glob("v*"):
+                if old.name[1:].isdigit() and int(old.name[1:]) < version - 1:
+                    shutil.rmtree(old, ignore_errors=True)
             return
         ref = learner.get_weights_ref()
         ray.get([a.set_weights.remote(ref, version) for a in self.inference])
+
+    def _load_servers(self, path: str, version: int) -> None:
+        """The servers load `path` once, through the first rollout worker (it waits for its batch
+        in flight); the other workers sharing them then expect the same label."""
+        import ray
+
+        self._server_loads += 1
+        label = f"{self._server_tag}-{self._server_loads}:v{version}"
+        (_, first), *rest = sorted(self._indexed, key=lambda pair: pair[0])
+        ray.get(first.set_weights.remote(path, version, label))
+        ray.get([worker.note_weights.remote(version, label) for _, worker in rest])
 
     def close(self) -> None:
         """Close browsers, shut learners down, free our actors in someone else's Ray, stop ours."""

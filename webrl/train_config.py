@@ -8,6 +8,8 @@ model); presets in webrl/configs/ change them (`--config NAME`).
 """
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -384,6 +386,14 @@ def _check_server_engine(config: WebRLConfig) -> None:
     if config.resources.gpus_per_inference_worker:
         raise ConfigError("resources.gpus_per_inference_worker must be 0 with rollout.engine=server (the servers "
                           "hold the GPUs; the inference worker only sends requests)")
+    server = config.rollout.server
+    if server.max_concurrency > config.inference.max_batch_size:
+        raise ConfigError(f"rollout.server.max_concurrency={server.max_concurrency} exceeds inference.max_batch_size="
+                          f"{config.inference.max_batch_size}: a worker sends at most one batch at a time, so raise "
+                          f"inference.max_batch_size or lower rollout.server.max_concurrency")
+    if server.api_key_env and not os.environ.get(server.api_key_env):
+        raise ConfigError(f"rollout.server.api_key_env={server.api_key_env!r} names an environment variable that is "
+                          f"not set (or empty) here; export it or leave rollout.server.api_key_env empty")
     if config.resources.num_inference_workers != 1:
         raise ConfigError(f"resources.num_inference_workers must be 1 with rollout.engine=server (one worker spreads "
                           f"requests over every URL in rollout.server.urls), got {config.resources.num_inference_workers}")

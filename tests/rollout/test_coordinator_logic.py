@@ -189,6 +189,22 @@ def test_episodes_stop_after_the_configured_run_of_parse_failures(limit, turns):
     assert all(t.info.task_reward == 0.0 and t.info.truncated for t in trajs)
 
 
+class SometimesBabblingEngine(ScriptedEngine):
+    """Fails to parse on steps 0, 1, 3, 4 and clicks on 2 and 5: never 3 failures in a row."""
+
+    def act(self, requests):
+        return [Decision(parsed=Action.click(0), response_text="click(0)") if r.observation.step in (2, 5) or
+                len(r.history) in (2, 5) else Decision(parsed=ParseError("no action", "hmm"), response_text="hmm")
+                for r in requests]
+
+
+def test_a_parsed_turn_resets_the_parse_failure_count():
+    worker = InferenceWorker(SometimesBabblingEngine(), InferenceConfig(batch_window_s=0.0), version=0)
+    config = RolloutConfig(group_size=1, max_turns=6, stop_after_parse_failures=3)
+    trajs, _ = RolloutCoordinator([(CountEnv(target=9), 0)], [AsyncInference(worker)], config).collect(_tasks(1))
+    assert len(trajs[0].turns) == 6 and trajs[0].info.stopped_by == ""  # 2 failures at most in a row
+
+
 def test_rollout_timeouts_and_the_parse_failure_limit_are_checked():
     with pytest.raises(ValueError, match="rollout.inference_timeout_s must be > 0"):
         RolloutConfig(inference_timeout_s=0)

@@ -290,14 +290,26 @@ def test_learner_to_server_weight_sync_through_the_inference_worker(tiny_qwen25v
         after = engine.act(reqs)
         assert_same_decisions(after, GeneratorPolicy(trained, trained_processor, generator_config()).act(reqs))
         assert [d.logprobs for d in after] != [d.logprobs for d in before]  # the update reached the server
+        # a second worker on the same servers (the evaluation worker) takes the label without reloading
         calls = []
-        other = ServerEngine([server.url], processor, generator_config(), "qwen2.5-vl")
+        dead = f"http://127.0.0.1:{_free_port()}"
+        other = ServerEngine([dead, server.url], processor, generator_config(), "qwen2.5-vl")
         post = other._post
-        other._post = lambda url, route, body: (calls.append(route), post(url, route, body))[1]
-        other.load_weights(path, 1)
-        assert calls == []  # the server already holds version 1: nothing reloads
+        other._post = lambda url, route, body: (calls.append((url, route)), post(url, route, body))[1]
+        other.note_weights("1")
+        assert_same_decisions(other.act(reqs[:1]), after[:1])  # the dead server's request went to the live one
+        assert calls == [(dead, "/generate"), (server.url, "/generate")]
+        other.note_weights("an older load")
+        with pytest.raises(ServerEngineError, match="weight_version is '1', but this engine loaded 'an older load'"):
+            other.act(reqs[:1])
         other.close()
     finally:
         group.shutdown()
         engine.close()
         server.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -32,9 +32,9 @@ from webrl.actions import Action
 from webrl.policy.types import Observation, PolicyRequest
 from webrl.rollout.balanced import BalancedRolloutConfig
 from webrl.rollout.server_engine import ServerConfig
+from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
 
 ENGINES = ("transformers", "server")
-from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
 
 
 def run_coroutine(coro: Any) -> Any:
@@ -69,7 +69,7 @@ class RolloutConfig:
     """[[from_iteration, max_turns], ...]: e.g. [[0, 15], [90, 30]] as in OpenWebRL."""
     step_timeout_s: float = 60.0
     """One env call (reset or step) longer than this is an infrastructure error."""
-    inference_timeout_s: float = 600.0
+    inference_timeout_s: float = 300.0
     """One inference call longer than this (queueing at a busy engine included) is an
     infrastructure error; apart from step_timeout_s so that a long queue does not fail env steps."""
     stop_after_parse_failures: int = 0
@@ -124,6 +124,10 @@ class RolloutConfig:
         for name in ("step_timeout_s", "inference_timeout_s", "trajectory_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"rollout.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.inference_timeout_s >= self.trajectory_timeout_s:
+            raise ValueError(f"rollout.inference_timeout_s ({self.inference_timeout_s}) must be below "
+                             f"rollout.trajectory_timeout_s ({self.trajectory_timeout_s}), which would end the "
+                             f"trajectory first")
         if not isinstance(self.stop_after_parse_failures, int) or self.stop_after_parse_failures < 0:
             raise ValueError(f"rollout.stop_after_parse_failures must be an integer >= 0 (0 = never), "
                              f"got {self.stop_after_parse_failures!r}")
@@ -253,7 +257,9 @@ class RolloutCoordinator:
                 traj.info.attempts = attempt + 1
                 break
             except asyncio.TimeoutError:
-                reason = f"timeout after {self.config.trajectory_timeout_s}s or a step over {self.config.step_timeout_s}s"
+                c = self.config
+                reason = (f"timeout: trajectory over {c.trajectory_timeout_s}s, an env call over {c.step_timeout_s}s or "
+                          f"an inference call over {c.inference_timeout_s}s (rollout.*_timeout_s)")
             except EpisodeInfraError as e:
                 reason = str(e)
             except Exception as e:  # a dead actor or a transport error: the env side failed

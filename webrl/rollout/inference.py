@@ -126,25 +126,37 @@ class InferenceWorker:
             self._batcher = DynamicBatcher(self.act, self.config.batch_window_s, self.config.max_batch_size)
         return self._batcher
 
-    async def set_weights_async(self, weights: Mapping[str, Any], version: int) -> int:
+    async def set_weights_async(self, weights: Mapping[str, Any], version: int, label: Optional[str] = None) -> int:
         """Swap weights between batches (never during one)."""
         if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
-            self.set_weights(weights, version)
+            await asyncio.to_thread(self.set_weights, weights, version, label)
         else:
             async with self._batcher.lock:
-                await asyncio.to_thread(self.set_weights, weights, version)
+                await asyncio.to_thread(self.set_weights, weights, version, label)
         return self.version
 
-    def set_weights(self, weights: Mapping[str, Any] | str, version: int) -> None:
+    def set_weights(self, weights: Mapping[str, Any] | str, version: int, label: Optional[str] = None) -> None:
         """A state dict (in-process engines) or a Hugging Face folder path (server engines, which
-        load it themselves and are told the version)."""
+        load it themselves, stamped `label`: unique per load, so a server never looks up to date
+        with other weights)."""
         if version < self.version:
             raise ValueError(f"weights version {version} is older than the current {self.version}")
         if isinstance(weights, str):
-            self.engine.load_weights(weights, version)
+            self.engine.load_weights(weights, label or str(version))
         else:
             self.engine.load_weights(weights)
         self.version = version
+
+    async def note_weights_async(self, version: int, label: str) -> int:
+        """A server engine whose servers another worker of the run just updated: take the new
+        version without loading anything (between batches)."""
+        if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
+            self.engine.note_weights(label)
+        else:
+            async with self._batcher.lock:
+                self.engine.note_weights(label)
+        self.version = version
+        return version
 
     def batch_sizes(self) -> list[int]:
         return list(self._batcher.batch_sizes) if self._batcher else []
@@ -164,7 +176,7 @@ class InferenceActor:
     async def act_one(self, request: PolicyRequest) -> tuple[Decision, int]:
         return await self.worker.act_one(request)
 
-    async def set_weights(self, weights: Any, version: Optional[int] = None) -> int:
+    async def set_weights(self, weights: Any, version: Optional[int] = None, label: Optional[str] = None) -> int:
         """`weights`: name -> tensor with `version`, a learner `WeightUpdate` (carries both;
         hand the learner's object-store ref to every worker so the bytes travel once), or the
         path of a Hugging Face folder with `version` (server engines)."""
@@ -172,7 +184,11 @@ class InferenceActor:
             weights, version = weights.as_dict(), weights.version if version is None else version
         if version is None:
             raise ValueError("set_weights needs a version")
-        return await self.worker.set_weights_async(weights, version)
+        return await self.worker.set_weights_async(weights, version, label)
+
+    async def note_weights(self, version: int, label: str) -> int:
+        """Server engines: another worker loaded `label` into the shared servers (see InferenceWorker)."""
+        return await self.worker.note_weights_async(version, label)
 
     async def act_batch(self, requests: list[PolicyRequest]) -> list[tuple[Decision, int]]:
         """Decide a whole batch in one call (lock-step drivers; the coordinator uses act_one)."""

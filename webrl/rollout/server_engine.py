@@ -127,9 +127,18 @@ class ServerEngine:
         prompt = self.prompts.builder.render(request)
         prompt_ids = self.prompts.prompt_ids(prompt)
         with self._lock:
-            url = self.urls[next(self._next) % len(self.urls)]
-        answer = self._post(url, "/generate", self.request_body(prompt_ids, prompt.images))
-        ids, logprobs = self._read_tokens(url, answer, len(prompt_ids))
+            first = next(self._next)
+        errors = []
+        for k in range(len(self.urls)):  # a failing server: the request goes to the next one
+            url = self.urls[(first + k) % len(self.urls)]
+            try:
+                answer = self._post(url, "/generate", self.request_body(prompt_ids, prompt.images))
+                ids, logprobs = self._read_tokens(url, answer, len(prompt_ids))
+                break
+            except ServerEngineError as e:
+                errors.append(str(e))
+        else:
+            raise ServerEngineError(f"every server failed this request: {'; '.join(errors)}")
         ids, finish = cut_at_stop(ids, self.prompts.stop_ids)
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         for tok in STOP_TOKENS[1:]:  # <|im_end|> / <|endoftext|> are frame, not content (as in-process)
@@ -177,7 +186,11 @@ class ServerEngine:
         return ids, logprobs
 
     # -- weights ---------------------------------------------------------------------------------
-    def load_weights(self, weights: Any, version: Optional[int] = None) -> None:
+    def note_weights(self, version: str) -> None:
+        """Another engine of the run has just loaded `version` into these servers: expect it."""
+        self.weight_version = str(version)
+
+    def load_weights(self, weights: Any, version: Optional[int | str] = None) -> None:
         """A checkpoint folder (str / PathLike) -> `load_weights_from_disk`. A state dict cannot
         reach a server over this protocol."""
         if isinstance(weights, (str, os.PathLike)):
@@ -188,7 +201,7 @@ class ServerEngine:
                                   f"a checkpoint folder: save the learner's weights with save_pretrained and pass "
                                   f"the folder path (or call load_weights_from_disk(path, version))")
 
-    def load_weights_from_disk(self, path: str, version: Optional[int] = None) -> str:
+    def load_weights_from_disk(self, path: str, version: Optional[int | str] = None) -> str:
         """Every server loads `path` in place, stamped `version` (read back from /get_model_info).
         Returns the version the servers report."""
         body = {"model_path": path}
@@ -202,10 +215,6 @@ class ServerEngine:
         return reported[0]
 
     def _update_one(self, url: str, body: dict) -> str:
-        if "weight_version" in body:  # already there (another inference worker of the run loaded it)
-            info = self._request(url, "GET", "/get_model_info")
-            if isinstance(info, dict) and str(info.get("weight_version")) == body["weight_version"]:
-                return body["weight_version"]
         answer = self._post(url, "/update_weights_from_disk", body)
         if not isinstance(answer, dict) or answer.get("success") is not True:
             raise ServerEngineError(f"{url}/update_weights_from_disk: 'success' is not true: {str(answer)[:300]}")

@@ -36,6 +36,7 @@ chat completions: no request ever sees half-updated weights. The weight version 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -183,6 +184,9 @@ def parse_generate_request(body: bytes, config: Any) -> NativeRequest:
         _check_keys(px, ("min_pixels", "max_pixels"), "webrl_image_pixels")
         low = _int(px.get("min_pixels"), "webrl_image_pixels.min_pixels", 1)
         high = _int(px.get("max_pixels"), "webrl_image_pixels.max_pixels", low)
+        if high > config.max_image_pixels:  # the resize happens before the pad check: bound it first
+            raise RequestError(400, f"webrl_image_pixels.max_pixels is {high}; the limit is "
+                                    f"{config.max_image_pixels} (max_image_pixels)", "webrl_image_pixels.max_pixels")
         bounds = (low, high)
     ret = obj.get("return_logprob", False)
     if not isinstance(ret, bool):
@@ -222,6 +226,11 @@ class NativeBackend:
     def model_inputs(self, req: NativeRequest) -> dict:
         """Tensors for `model.generate`: the ids as sent, the images' pixels and grids."""
         import torch
+
+        vocab = self.model.get_input_embeddings().num_embeddings
+        bad = [i for i in req.input_ids if not 0 <= i < vocab]
+        if bad:
+            raise RequestError(400, f"input_ids hold ids outside the vocabulary [0, {vocab}): {bad[:5]}", "input_ids")
 
         ids = torch.tensor([req.input_ids])  # (1, P)
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
@@ -351,6 +360,8 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
     from starlette.concurrency import run_in_threadpool
 
     denied = "missing or wrong bearer key (send 'Authorization: Bearer <key>')"
+    # replacing the served weights from any folder on disk is open only on loopback or behind a key
+    weights_open = config.host in ("127.0.0.1", "localhost", "::1") or bool(config.api_key())
 
     @app.post("/generate")
     async def generate(request: Request):
@@ -366,8 +377,13 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
     async def update_weights_from_disk(request: Request):
         if not authorised(request):
             return error(401, denied)
+        if not weights_open:
+            return error(403, f"weight updates are refused on {config.host} without a key: set the "
+                              f"{config.api_key_env} variable (or bind 127.0.0.1)")
         try:
             path, version = parse_update_request(await read_body(request, config.max_request_bytes))
+            if not os.path.isdir(path):
+                raise RequestError(400, f"model_path {path!r} is not a folder on this server", "model_path")
             return await run_in_threadpool(backend.update_weights_from_disk, path, version)
         except RequestError as e:
             return error(e.status, e.message, e.param, e.code)

@@ -12,6 +12,11 @@ page). Point actions instead find the element under the point with a time-bounde
 act through a locator at that position; keys go through a locator on the focused element;
 scrolling is `scrollBy` on the scrollable ancestor under the point (no wheel events).
 
+Element ids resolve to som.js's `data-webrl-id` marks; a mark inside a same-origin iframe is
+found by a time-bounded lookup that returns the frame path, and the action goes through frame
+locators (typing into a frame's focused field works the same way). `scroll(id)` still scrolls
+in the top document only.
+
 Coordinates: actions carry observation-screenshot pixels; they are scaled to viewport CSS
 pixels by (viewport size / screenshot size), which is 1 unless a caller resizes screenshots.
 """
@@ -61,19 +66,61 @@ _FOCUS_JS = """({id, needEditable}) => {
   const editable = (e) => !!e && ((e.tagName === 'TEXTAREA' && !e.readOnly && !e.disabled)
     || (e.tagName === 'INPUT' && TEXT.includes((e.getAttribute('type') || '').toLowerCase())
         && !e.readOnly && !e.disabled) || e.isContentEditable);
-  let el = id === null ? document.activeElement : document.querySelector(`[data-webrl-id="${id}"]`);
+  const frames = [];  // data-webrl-frame marks of the frames from the top document to el's
+  const enter = (frame) => {
+    const i = Array.prototype.indexOf.call(frame.ownerDocument.querySelectorAll('iframe, frame'), frame);
+    frame.setAttribute('data-webrl-frame', String(i));
+    frames.push(String(i));
+    return frame.contentDocument;
+  };
+  const find = (doc) => {  // the marked element in doc or, depth first, in its same-origin frames
+    const own = doc.querySelector(`[data-webrl-id="${id}"]`);
+    if (own) return own;
+    for (const frame of doc.querySelectorAll('iframe, frame')) {
+      let inner = null;
+      try { inner = frame.contentDocument; } catch (_) { inner = null; }
+      if (!inner) continue;
+      const depth = frames.length;
+      const found = find(enter(frame));
+      if (found) return found;
+      frames.length = depth;
+    }
+    return null;
+  };
+  let el = id === null ? document.activeElement : find(document);
+  while (id === null && el && (el.tagName === 'IFRAME' || el.tagName === 'FRAME') && el.contentDocument) {
+    el = enter(el).activeElement;  // focus inside a same-origin frame
+  }
   if (!el) return {ok: false, why: 'missing'};
   if (id !== null && needEditable && !editable(el)) {
     const inner = el.control || el.querySelector('input, textarea, [contenteditable=""], [contenteditable="true"]');
     if (editable(inner)) el = inner;
   }
   const tag = el.tagName.toLowerCase();
-  if (needEditable && !editable(el)) return {ok: false, why: id === null && (el === document.body || tag === 'html') ? 'nofocus' : 'noteditable', tag};
-  for (const old of document.querySelectorAll('[data-webrl-focus]')) old.removeAttribute('data-webrl-focus');
+  if (needEditable && !editable(el)) return {ok: false, why: id === null && (el === el.ownerDocument.body || tag === 'html') ? 'nofocus' : 'noteditable', tag};
+  for (const old of el.ownerDocument.querySelectorAll('[data-webrl-focus]')) old.removeAttribute('data-webrl-focus');
   if (id !== null) el.focus();
   el.setAttribute('data-webrl-focus', '1');
   const text = 'value' in el && typeof el.value === 'string' ? el.value : (el.textContent || '');
-  return {ok: true, tag, hasText: text.length > 0};
+  return {ok: true, tag, hasText: text.length > 0, frames};
+}"""
+
+# The data-webrl-frame marks of the same-origin frames, from the top document down, whose
+# document holds `selector` ([] for the top document, null when no document does). som.js marks
+# elements inside same-origin iframes; Playwright's CSS engine enters shadow roots, not frames.
+_FRAME_PATH_JS = """(selector) => {
+  const search = (doc) => {
+    if (doc.querySelector(selector)) return [];
+    const frames = doc.querySelectorAll('iframe, frame');
+    for (let i = 0; i < frames.length; i++) {
+      let inner = null;
+      try { inner = frames[i].contentDocument; } catch (_) { inner = null; }
+      const path = inner && search(inner);
+      if (path) { frames[i].setAttribute('data-webrl-frame', String(i)); return [String(i), ...path]; }
+    }
+    return null;
+  };
+  try { return search(document); } catch (_) { return null; }
 }"""
 
 # Scrolls the nearest scrollable ancestor of the target (element id, point, or none = page).
@@ -159,8 +206,19 @@ def _element(action: Action, ctx: ActionContext) -> dict[str, Any]:
     return ctx.elements[action.element]
 
 
+def _in_frames(ctx: ActionContext, frames: Sequence[str] | None) -> Any:
+    """The active page, or the same-origin frame reached through these data-webrl-frame marks."""
+    scope = ctx.tabs.page
+    for mark in frames or ():
+        scope = scope.frame_locator(f'[data-webrl-frame="{mark}"]')
+    return scope
+
+
 def _locator(ctx: ActionContext, element_id: int) -> Any:
-    return ctx.tabs.page.locator(f'[data-webrl-id="{element_id}"]')
+    selector = f'[data-webrl-id="{element_id}"]'
+    frames = evaluate_with_timeout(ctx.tabs.page, _FRAME_PATH_JS, selector,
+                                   ctx.deadline.timeout_s(ctx.safety.action_timeout_s))
+    return _in_frames(ctx, frames).locator(selector)
 
 
 def _to_viewport(ctx: ActionContext, x: float, y: float) -> tuple[float, float]:
@@ -222,7 +280,7 @@ def _type(action: Action, ctx: ActionContext) -> str:
             raise ActionFailed(f"element {element_id} is no longer on the page")
         where = f"element {element_id}" if element_id is not None else "the focused element"
         raise ActionFailed(f"{where} (<{found['tag']}>) is not an editable text field")
-    target = ctx.tabs.page.locator("[data-webrl-focus]").first
+    target = _in_frames(ctx, found.get("frames")).locator("[data-webrl-focus]").first
     if action.clear and found["hasText"]:
         target.press("Control+a", timeout=ctx.timeout_ms())
         target.press("Backspace", timeout=ctx.timeout_ms())
@@ -275,7 +333,7 @@ def _press(action: Action, ctx: ActionContext) -> str:
     keys = [_normalize_key(k) for k in (action.text.split() or [" "])]
     found = evaluate_with_timeout(ctx.tabs.page, _FOCUS_JS, {"id": None, "needEditable": False},
                                   ctx.deadline.timeout_s(ctx.safety.action_timeout_s))
-    target = ctx.tabs.page.locator("[data-webrl-focus]").first if found and found["ok"] \
+    target = _in_frames(ctx, found.get("frames")).locator("[data-webrl-focus]").first if found and found["ok"] \
         else ctx.tabs.page.locator("body")
     for key in keys:
         try:

@@ -73,11 +73,29 @@ EXPECTED = [
     ("discovery/mixed.html", ["button Go"],
      ["div Direct listener", "div Handler property", "div Tile one", "div Tile two", "div Focusable item",
       "button Go", "div Menu", "button Shadow action", "div Shadow tile"]),
-    # Card A and B (extras) are covered by the backdrop; the backdrop (a listener on a large
-    # element that holds controls) is not listed; the covered link is a native control and
-    # keeps today's rules (natives are never hit-tested, so selector lists do not change)
+    # Card A and B (extras) and the link (a native) are covered by the backdrop: "full"
+    # hit-tests every candidate, "selectors" none (its lists do not change); the backdrop (a
+    # listener on a large element that holds controls) is not listed
     ("discovery/modal.html", ["a Covered link", "button Accept"],
-     ["a Covered link", "button Accept", "div Manage choices"]),
+     ["button Accept", "div Manage choices"]),
+    # "full" drops what cannot be used now: rows 5-6 clipped by their scroll box (row 4 shows in
+    # part), the button slid out of its overflow:hidden strip, the disabled button, input in a
+    # disabled fieldset and aria-disabled div, the extra under the popup and both elements under
+    # the fixed banner; it keeps the absolute button whose containing block is above its clipping
+    # box and the link under the in-flow popup (only fixed / sticky layers drop natives)
+    ("discovery/usable.html",
+     ["button Row 1", "button Row 2", "button Row 3", "button Row 4", "button Row 5", "button Row 6",
+      "button Slid away", "button Escaped", "button Disabled", "input In disabled fieldset", "div ARIA disabled",
+      "button Enabled", "a Under popup", "button Under banner", "button Accept all"],
+     ["button Row 1", "button Row 2", "button Row 3", "button Row 4", "button Escaped", "button Enabled",
+      "a Under popup", "button Accept all"]),
+    # the document listener's closest('[data-cmd]') lists the row and "Star" (not "Plain"); the
+    # tree and the chip box serve their items (tabindex -1 included, .chip from the listener's
+    # source) and are not listed; the card's plain button has no role, so the card stays; the
+    # hover-only trigger is listed
+    ("discovery/delegation.html", ["button Buy"],
+     ["tr Order 7", "span Star", "div Inbox", "div Sent", "span Red", "span Blue", "div Lamp Buy", "button Buy",
+      "div Account"]),
 ]
 
 
@@ -107,6 +125,45 @@ def test_click_a_delegated_div_and_a_shadow_root_button(env, fixture_server):
     _, info = observe(env, fixture_server, "discovery/mixed.html")
     obs, *_ = env.step(f"click({element_named(info, 'Shadow action')})")
     assert obs["last_action_error"] == "" and env.page.inner_text("#out") == "shadow"
+
+
+def test_delegated_targets_and_hover_triggers_take_actions(env, fixture_server):
+    _, info = observe(env, fixture_server, "discovery/delegation.html")
+    obs, *_ = env.step(f"click({element_named(info, 'Order 7')})")
+    assert obs["last_action_error"] == "" and env.page.inner_text("#out") == "open"
+    obs, *_ = env.step(f"click({element_named(info, 'Sent')})")
+    assert obs["last_action_error"] == "" and env.page.inner_text("#out") == "Sent"
+    obs, *_ = env.step(f"hover({element_named(info, 'Account')})")
+    assert obs["last_action_error"] == "" and env.page.inner_text("#out") == "hover"
+
+
+def test_same_origin_frames_are_listed_in_page_coordinates_and_acted_on(env, fixture_server):
+    _, info = observe(env, fixture_server, "discovery/frames.html", "selectors")
+    assert tags_and_names(info["elements"]) == ["button Top"]
+    _, info = observe(env, fixture_server, "discovery/frames.html")
+    # the sandboxed frame is unreadable: one coordinate target; the 1x1 one is not listed
+    assert tags_and_names(info["elements"]) == ["button Top", "input Name", "button Send", "div Vote",
+                                                "iframe Payment"]
+    frame = env.page.frame_locator("#form")
+    for name, dom_id in (("Name", "name"), ("Send", "send"), ("Vote", "vote")):
+        box = frame.locator(f"#{dom_id}").bounding_box()  # Playwright's, in top-page coordinates
+        expected = [round(box["x"]), round(box["y"]), round(box["width"]), round(box["height"])]
+        assert all(abs(a - b) <= 1 for a, b in zip(info["elements"][element_named(info, name)]["bbox"], expected))
+    obs, *_ = env.step(f'type({element_named(info, "Name")}, "Ada")')
+    assert obs["last_action_error"] == ""
+    obs, *_ = env.step(f"click({element_named(info, 'Send')})")
+    assert obs["last_action_error"] == "" and env.page.inner_text("#out") == "sent:Ada"
+    x, y, w, h = info["elements"][element_named(info, "Vote")]["bbox"]
+    obs, *_ = env.step(f"click_at({x + w // 2}, {y + h // 2})")
+    assert obs["last_action_error"] == "" and env.page.inner_text("#out") == "vote"
+    x, y, w, h = info["elements"][element_named(info, "Name")]["bbox"]
+    env.step(f"click_at({x + w // 2}, {y + h // 2})")  # focus inside the frame, then type with no id
+    obs, *_ = env.step('type("Bob")')
+    assert obs["last_action_error"] == ""
+    obs, _, _, _, info = env.step(f"click({element_named(info, 'Send')})")
+    assert obs["last_action_error"] == "" and env.page.inner_text("#out") == "sent:Bob"
+    obs, *_ = env.step(f"click({element_named(info, 'Payment')})")
+    assert obs["last_action_error"] == ""
 
 
 def test_marks_inside_shadow_roots_are_renewed(env, fixture_server):
@@ -220,6 +277,36 @@ REGISTRY_PROBE = """() => {
   window.addEventListener('click', f); states.push(has(window));      // only elements are noted
   return states;
 }"""
+
+
+SELECTOR_PROBE = """() => {
+  const registry = window.__webrlListeners;
+  const el = document.createElement('div');
+  el.addEventListener('click', (e) => e.target.closest('[data-x]') && e.target.dataset.fooBar
+    && e.target.matches('li') && e.target.getAttribute('data-y') && e.target.closest(".row"));
+  el.addEventListener('mousedown', function () { return this; }.bind(null));   // no readable source
+  const hover = document.createElement('div');
+  hover.addEventListener('mouseenter', () => {});
+  document.addEventListener('click', (e) => e.target.closest('[data-cmd]'));
+  return {el: registry.delegateSelectors(el), hover: [registry.has(hover), registry.delegateSelectors(hover)],
+          document: [registry.has(document), registry.delegateSelectors(document)],
+          none: registry.delegateSelectors(document.createElement('div'))};
+}"""
+
+
+def test_listener_registry_reads_delegation_selectors_and_hover_listeners(browser_session, fixture_server):
+    context = browser_session.new_context((800, 600))
+    try:
+        page = context.new_page()
+        page.goto(fixture_server.url("basic.html"))
+        # by hand: closest/matches arguments that name an attribute or class ('li' is a bare tag),
+        # then dataset.fooBar as [data-foo-bar], then getAttribute('data-y'); the bound function
+        # adds nothing; a hover listener is noted; the document is not an element for has()
+        assert page.evaluate(SELECTOR_PROBE) == {
+            "el": ["[data-x]", ".row", "[data-foo-bar]", "[data-y]"], "hover": [True, []],
+            "document": [False, ["[data-cmd]"]], "none": []}
+    finally:
+        context.close()
 
 
 def test_listener_registry_notes_adds_and_removals(browser_session, fixture_server):

@@ -266,11 +266,10 @@ def test_learner_to_server_weight_sync_through_the_inference_worker(tiny_qwen25v
     and an InferenceWorker over ServerEngine hands it to `webrl serve` with its version; the
     server's greedy decisions then equal an in-process policy on the exported weights, and a
     second worker's update of the same version does not reload the server."""
-    import asyncio
-
     from tests.learner.helpers import learner_config, learner_run, make_samples, with_rollout_logprobs
     from webrl.learner import LearnerGroup
     from webrl.rollout import InferenceConfig, InferenceWorker
+    from webrl.rollout.coordinator import run_coroutine
 
     model, processor = load_model(tiny_qwen25vl_path)
     server = ServerThread(create_app(LocalChatEngine(model, processor, "qwen2.5-vl"),
@@ -284,7 +283,7 @@ def test_learner_to_server_weight_sync_through_the_inference_worker(tiny_qwen25v
         samples = make_samples(processor, 4)
         group.update(with_rollout_logprobs(samples, group.compute_logprobs(samples).logprobs))
         path = group.export_hf(str(tmp_path / "v00000001"))
-        asyncio.run(worker.set_weights_async(path, 1))
+        run_coroutine(worker.set_weights_async(path, 1))  # a fresh loop also when the thread holds Playwright's
         assert worker.version == 1 and engine.weight_version == "1"
         trained, trained_processor = load_model(path)
         after = engine.act(reqs)

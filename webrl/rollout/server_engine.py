@@ -63,14 +63,6 @@ def image_data_url(image: Image) -> str:
     return f"data:image/{image.format};base64,{base64.b64encode(image.data).decode()}"
 
 
-def cut_at_stop(ids: list[int], stop_ids: Sequence[int]) -> tuple[list[int], str]:
-    """(ids up to and including the first stop id, "stop"), or (ids, "length") without one."""
-    for i, t in enumerate(ids):
-        if t in stop_ids:
-            return ids[:i + 1], "stop"
-    return ids, "length"
-
-
 class ServerEngine:
     """Decides requests on one or more SGLang-native servers (round robin, one `/generate` per
     request, at most `max_concurrency` in flight); `load_weights_from_disk` updates them all."""
@@ -139,7 +131,7 @@ class ServerEngine:
                 errors.append(str(e))
         else:
             raise ServerEngineError(f"every server failed this request: {'; '.join(errors)}")
-        ids, finish = cut_at_stop(ids, self.prompts.stop_ids)
+        ids, finish = self.prompts._cut(ids)  # the in-process engine's own rule
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         for tok in STOP_TOKENS[1:]:  # <|im_end|> / <|endoftext|> are frame, not content (as in-process)
             text = text.removesuffix(tok)

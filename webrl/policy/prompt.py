@@ -8,7 +8,8 @@ Layout of a prompt at step t (ChatML, as Qwen2.5-VL / Qwen3-VL read it)::
       user       [screenshot_i if among the last K]  Step i, URL, title (elements optional)
       assistant  turn i's response, rendered per context mode
       tool       feedback of action i (read from observation i+1), or its parse error
-    user       [screenshot_t]  Step t, URL, title, tabs, elements   (+ feedback if turn t-1 is not shown)
+    user       [screenshot_t]  Step t, URL, title, tabs, elements, skills (when the observation has any)
+               (+ feedback if turn t-1 is not shown)
     assistant  <- generation starts here
 
 Context modes (what past assistant turns keep): "full" (reasoning and call), "hide_thinking"
@@ -213,6 +214,8 @@ class PromptBuilder:
         if obs.elements_text and (current or self.config.history_elements):
             render = getattr(self.format, "render_elements", None)
             lines.append(f"Elements:\n{render(obs.elements_text) if render else obs.elements_text}")
+        if current and obs.skills:
+            lines.append(f"Skills:\n{obs.skills}")
         return "\n".join(lines)
 
     def messages(self, request: PolicyRequest, drop: int = 0) -> list[Message]:

@@ -32,6 +32,9 @@ class Observation:
     tabs: str = ""
     step: int = 0
     screenshot: Optional[Image] = None
+    skills: str = ""
+    """The prompt's "Skills" block: skills the agent may call (the env's `skills` text) or skill
+    guidance a wrapper retrieved (webrl.skills); "" = no block (the prompt is as without skills)."""
 
     @classmethod
     def from_env(cls, obs: dict[str, Any], info: Optional[dict[str, Any]] = None,
@@ -48,7 +51,7 @@ class Observation:
         return cls(goal=str(obs.get("goal", "")), url=str(obs.get("url", "")), title=str(obs.get("title", "")),
                    elements_text=str(obs.get("elements_text", "")), feedback=str(obs.get("feedback", "")),
                    last_action_error=str(obs.get("last_action_error", "")), tabs=str(obs.get("tabs", "")),
-                   step=int(obs.get("step", 0)), screenshot=image)
+                   step=int(obs.get("step", 0)), screenshot=image, skills=str(obs.get("skills", "") or ""))
 
     def to_record(self) -> TurnObservation:
         """`Turn.observation` for this observation: its text fields and the screenshot's size

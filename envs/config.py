@@ -39,6 +39,11 @@ class WebEnvConfig:
     """Record each episode's traffic to a HAR file, or replay episodes from them (off by default)."""
     max_steps: int = 0
     """Truncate episodes after this many steps; 0 = each task's own `spec.max_steps`."""
+    skills_dir: str = ""
+    """A skill library folder (`webrl.skills.SkillLibrary`, one `<name>.json` per skill) the agent
+    may call with `skill(name, args)` (grounded mode, `webrl.envs.skill_run`); the observation's
+    "skills" text lists those applying to the page. "" = no skills. The env loads it at
+    construction (a bad file raises SkillFileError); every Ray worker must see the same path."""
 
     def __post_init__(self) -> None:
         for name, cls in _SECTIONS.items():
@@ -56,6 +61,9 @@ class WebEnvConfig:
             self.browser.extra_args = (*self.browser.extra_args, rules)
         if not isinstance(self.max_steps, int) or self.max_steps < 0:
             raise ValueError(f"WebEnvConfig.max_steps must be an int >= 0, got {self.max_steps!r}")
+        if not isinstance(self.skills_dir, str):
+            raise ValueError(f"WebEnvConfig.skills_dir must be a folder path string ('' = no skills), "
+                             f"got {self.skills_dir!r}")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "WebEnvConfig":

@@ -3,7 +3,10 @@
 The contract (shared with the sandbox sites' oracle solvers) lives in the briefs; in short,
 `obs` holds exactly the keys of `observation_space(...)` and the structured element list goes in
 `info["elements"]` (one dict per element, ids 0..N-1 in DOM order, each element marked in the
-page with `data-webrl-id="N"`).
+page with `data-webrl-id="N"`). "skills" lists the skills the agent may call on this page
+(`search_products(query: text): Search the shop for a product`, one per line;
+`webrl.envs.skill_run.skills_text`); it is "" when the env has no skill library, so the policy's
+prompt is then exactly what it was before skills existed.
 
 Notation:
   H, W  screenshot height and width in pixels (= viewport CSS pixels; device scale factor 1)
@@ -32,7 +35,7 @@ import numpy as np
 from gymnasium import spaces
 from PIL import Image, ImageDraw, ImageFont
 
-TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_error", "tabs")
+TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_error", "tabs", "skills")
 MAX_TEXT_CHARS = 1 << 20
 MAX_STEP_INDEX = 1 << 20
 DISCOVERY_MODES = ("selectors", "full")
@@ -81,7 +84,7 @@ class AnyText(spaces.Text):
 
 
 def observation_space(height: int, width: int) -> spaces.Dict:
-    """The Gymnasium space of `obs`: screenshot (H, W, 3) uint8, seven text fields, step index."""
+    """The Gymnasium space of `obs`: screenshot (H, W, 3) uint8, the TEXT_KEYS fields, step index."""
     fields: dict[str, spaces.Space] = {
         "screenshot": spaces.Box(0, 255, shape=(height, width, 3), dtype=np.uint8)}
     for key in TEXT_KEYS:
@@ -208,12 +211,12 @@ def blank_observation(height: int, width: int, goal: str, step: int, feedback: s
     """An observation with a black screenshot, for episodes whose page is gone (infra errors)."""
     return {"screenshot": np.zeros((height, width, 3), dtype=np.uint8), "url": "", "title": "",
             "goal": goal, "elements_text": "", "feedback": feedback,
-            "last_action_error": error, "tabs": "", "step": step}
+            "last_action_error": error, "tabs": "", "skills": "", "step": step}
 
 
 def build_observation(*, screenshot_png: bytes, elements: list[dict[str, Any]], truncated: int,
                       url: str, title: str, goal: str, tabs: str, step: int, feedback: str,
-                      error: str, config: ObservationConfig) -> dict[str, Any]:
+                      error: str, config: ObservationConfig, skills: str = "") -> dict[str, Any]:
     """Assemble `obs` (space keys only) from what the page returned."""
     image = decode_png(screenshot_png)  # (H, W, 3)
     if config.som_overlay and elements:
@@ -222,7 +225,7 @@ def build_observation(*, screenshot_png: bytes, elements: list[dict[str, Any]], 
             "goal": goal[:MAX_TEXT_CHARS],
             "elements_text": format_elements_text(elements, truncated, config.list_offscreen),
             "feedback": feedback[:MAX_TEXT_CHARS], "last_action_error": error[:MAX_TEXT_CHARS],
-            "tabs": tabs[:MAX_TEXT_CHARS], "step": int(step)}
+            "tabs": tabs[:MAX_TEXT_CHARS], "skills": skills[:MAX_TEXT_CHARS], "step": int(step)}
 
 
 def oracle_view(obs: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:

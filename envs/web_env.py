@@ -9,6 +9,8 @@ Departures from the OpenWebRL recipe and why:
 - Infrastructure failures (browser crash, page stuck in a script, step or episode over its time
   limit) end the episode as truncated with `info["infra_error"]`; OpenWebRL likewise removes
   such samples instead of scoring them 0.
+- With `config.skills_dir`, `skill(name, args)` runs a library skill's steps as one env step
+  (WebXSkill's grounded mode; `webrl.envs.skill_run` says where it interprets the paper).
 """
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ from webrl.envs.observation import (AnyText, blank_observation, build_observatio
 from webrl.envs.network import AddressPolicy
 from webrl.envs.recording import Recorder
 from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_guards
+from webrl.envs.skill_run import EpisodeSkillSteps, run_skill, skill_step_count, skills_text
 from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
 from webrl.envs.watchdog import BrowserWatchdog
+from webrl.skills.skill import SkillLibrary
 
 MAX_ACTION_CHARS = 4096
 
@@ -63,12 +67,18 @@ class WebEnv(gymnasium.Env):
     `AnyText`: a string in the compact grammar (`click(12)`, `type(5, "blue mug")`,
     `click_at(340, 220)`, `scroll("down")`, `answer("42")`, ... see `webrl.actions`), or a typed
     `Action` directly. Unparsable or impossible actions set `last_action_error`; the episode goes on.
+    `skill("search_products", query="blue mug")` runs a skill of `config.skills_dir` step by step
+    as one env step (each skill step with a step's own time limit), stopping at the first step that
+    fails (`last_action_error` names it; the feedback lists the steps that ran);
+    `info["skill"]` holds the record (`webrl.envs.skill_run`).
 
     ## Observation space
     `Dict` with "screenshot" (H, W, 3) uint8 with numbered Set-of-Mark boxes (H, W = viewport),
     "url", "title", "goal", "elements_text" (`[12] button "Add to cart"` per line), "feedback"
     (what the last action did), "last_action_error" ("" if none), "tabs" (one line per tab, the
-    current one marked), "step" (steps taken). URLs in the text fields show a task's stable
+    current one marked), "skills" (the library's skills applying to the page, one
+    `name(param: type): description` per line; "" without a library), "step" (steps taken).
+    URLs in the text fields show a task's stable
     origin where it has one (`task.url_alias()`: the sandbox and MiniWoB++ servers bind free
     ports); `goto`/`new_tab` URLs on that origin go to the real one. `info` carries "elements"
     (dicts with id, tag, role, name, bbox, ...), "raw_screenshot_png", "task_id",
@@ -100,6 +110,8 @@ class WebEnv(gymnasium.Env):
                  tasks: Optional[TaskSource] = None, session: Optional[BrowserSession] = None,
                  render_mode: Optional[str] = None):
         self.config = as_config(config)
+        # loaded before any browser starts: a bad skill file fails fast (SkillFileError)
+        self.skills = SkillLibrary.load(self.config.skills_dir) if self.config.skills_dir else None
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
@@ -143,7 +155,8 @@ class WebEnv(gymnasium.Env):
         episode.steps += 1
         parsed = _parse(action)
         deadline = Deadline(self.config.safety.step_timeout_s)
-        watchdog = BrowserWatchdog(episode.context, deadline.seconds + self.config.safety.watchdog_grace_s)
+        budget_s = deadline.seconds * skill_step_count(parsed, self.skills)  # a skill: one step time per skill step
+        watchdog = BrowserWatchdog(episode.context, budget_s + self.config.safety.watchdog_grace_s)
         try:
             with watchdog:
                 obs, info, terminated, reward = self._act_and_observe(episode, parsed, deadline)
@@ -237,27 +250,28 @@ class WebEnv(gymnasium.Env):
         return self._observe(episode, deadline, feedback=feedback, error="")
 
     def _act_and_observe(self, episode: Episode, parsed: Union[Action, ParseError], deadline: Deadline):
-        error, description = "", ""
-        before = (episode.tabs.page, episode.tabs.page.url)
         episode.events.drain()
         episode.events.dialogs_this_step = 0
+        run = None
         if isinstance(parsed, ParseError):
+            feedback, _ = self._execute(episode, None, deadline)
             error = f"could not parse the action: {parsed.message}"
+        elif parsed.kind == "skill":
+            steps = EpisodeSkillSteps(episode, self._execute, self.config.observation, deadline,
+                                      self.config.safety.step_timeout_s)
+            run = run_skill(parsed, self.skills, steps)
+            feedback, error, deadline = run.feedback, run.error, steps.deadline
         else:
-            if episode.alias is not None and parsed.kind in ("goto", "new_tab") and parsed.text:
-                parsed = dataclasses.replace(parsed, text=episode.alias.resolve(parsed.text))
-            try:
-                description = execute_action(parsed, self._action_context(episode, deadline))
-            except ActionFailed as failure:
-                error = str(failure)
-        notes = settle(episode, self.config.browser, deadline, before, description)
-        feedback = "; ".join([description] * bool(description) + count_repeats(notes))
+            parsed = _resolve_alias(episode, parsed)  # info["action"] is what ran
+            feedback, error = self._execute(episode, parsed, deadline)
         task = episode.task
         answer = parsed.text if isinstance(parsed, Action) and parsed.kind == "answer" else None
         terminated = bool(isinstance(parsed, Action) and parsed.is_terminal or task.done(episode.tabs.page))
         scored = as_task_reward(task.reward(episode.tabs.page, answer), task.spec.id) if terminated else None
         obs, info = self._observe(episode, deadline, feedback, error)
         info["action"] = parsed if isinstance(parsed, Action) else None
+        if run is not None:
+            info["skill"] = run.to_dict()
         reward = 0.0
         if scored is not None:
             info["needs_judge"] = scored.value is None
@@ -265,6 +279,18 @@ class WebEnv(gymnasium.Env):
             reward = 0.0 if scored.value is None else scored.value
             info["reward_details"] = dict(scored.details)
         return obs, info, terminated, reward
+
+    def _execute(self, episode: Episode, action: Optional[Action], deadline: Deadline) -> tuple[str, str]:
+        """Run `action` (None: nothing to run) and settle the tabs: (feedback, error)."""
+        error, description = "", ""
+        before = (episode.tabs.page, episode.tabs.page.url)
+        if action is not None:
+            try:
+                description = execute_action(_resolve_alias(episode, action), self._action_context(episode, deadline))
+            except ActionFailed as failure:
+                error = str(failure)
+        notes = settle(episode, self.config.browser, deadline, before, description)
+        return "; ".join([description] * bool(description) + count_repeats(notes)), error
 
     def _action_context(self, episode: Episode, deadline: Deadline) -> ActionContext:
         return ActionContext(
@@ -289,7 +315,8 @@ class WebEnv(gymnasium.Env):
             screenshot_png=png, elements=episode.elements, truncated=collected["truncated"],
             url=show(page.url), title=collected["title"], goal=episode.task.spec.goal,
             tabs=tabs_text(titles_urls, episode.tabs.active), step=episode.steps,
-            feedback=show(feedback), error=show(error), config=self.config.observation)
+            feedback=show(feedback), error=show(error), config=self.config.observation,
+            skills=skills_text(self.skills, show(page.url)))
         episode.screenshot_size = (obs["screenshot"].shape[1], obs["screenshot"].shape[0])
         self._last_obs = obs
         info = {"elements": episode.elements, "raw_screenshot_png": png,
@@ -349,6 +376,13 @@ class WebEnv(gymnasium.Env):
             episode.context.close()
         except Exception:  # browser already gone
             pass
+
+
+def _resolve_alias(episode: Episode, action: Action) -> Action:
+    """`goto`/`new_tab` URLs on the task's shown origin go to the real one."""
+    if episode.alias is not None and action.kind in ("goto", "new_tab") and action.text:
+        return dataclasses.replace(action, text=episode.alias.resolve(action.text))
+    return action
 
 
 def _parse(action: Any) -> Union[Action, ParseError]:

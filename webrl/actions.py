@@ -16,9 +16,17 @@ backslash escapes)::
     press("Control+A")        goto("http://127.0.0.1:8000/")   back()   forward()
     new_tab()  new_tab("http://...")  switch_tab(1)  close_tab()  close_tab(1)
     drag(10, 20, 300, 40)     wait(1.0)   answer("42 euros")   stop()
+    skill("search_products", query="blue mug")   skill("open_cart")
 
 `type` without an element types into the focused field; `scroll` amounts are fractions of the
 viewport (OpenWebRL convention); points are pixels of the observation screenshot.
+
+`skill` (WebXSkill grounded mode) runs a skill of the env's library as one step: the skill's
+name is `text` (positional, an identifier), its arguments are keywords with string values and
+live in `args`, a tuple of (name, value) pairs sorted by name (so `Action` stays hashable and
+argument order does not matter: `skill("s", a="1", b="2") == skill("s", b="2", a="1")`);
+`args_dict` gives them as a dict, `to_dict` writes them as a JSON object. The env expands the
+call into the skill's steps (`webrl.envs.skill_run`).
 """
 from __future__ import annotations
 
@@ -27,12 +35,12 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 ACTION_KINDS = (
     "click", "click_at", "hover", "hover_at", "type", "select", "scroll", "scroll_at", "press",
     "goto", "back", "forward", "new_tab", "switch_tab", "close_tab", "drag", "wait", "answer",
-    "stop",
+    "stop", "skill",
 )
 SCROLL_DIRECTIONS = ("up", "down", "left", "right")
 MOUSE_BUTTONS = ("left", "right", "middle")
@@ -43,12 +51,12 @@ _REQUIRED = {
     "type": ("text",), "select": ("element", "text"), "scroll": ("direction",),
     "scroll_at": ("direction", "x", "y"), "press": ("text",), "goto": ("text",), "back": (),
     "forward": (), "new_tab": (), "switch_tab": ("tab",), "close_tab": (),
-    "drag": ("x", "y", "to_x", "to_y"), "wait": (), "answer": ("text",), "stop": (),
+    "drag": ("x", "y", "to_x", "to_y"), "wait": (), "answer": ("text",), "stop": (), "skill": ("text",),
 }
 _OPTIONAL = {
     "click": ("button", "clicks"), "click_at": ("button", "clicks"), "type": ("element", "clear"),
     "scroll": ("amount", "element"), "scroll_at": ("amount",), "new_tab": ("text",),
-    "close_tab": ("tab",), "wait": ("amount",),
+    "close_tab": ("tab",), "wait": ("amount",), "skill": ("args",),
 }
 # Positional argument order of each kind in the compact grammar.
 _POSITIONAL = {
@@ -57,13 +65,38 @@ _POSITIONAL = {
     "scroll": ("direction", "amount", "element"), "scroll_at": ("direction", "amount", "x", "y"),
     "press": ("text",), "goto": ("text",), "back": (), "forward": (), "new_tab": ("text",),
     "switch_tab": ("tab",), "close_tab": ("tab",), "drag": ("x", "y", "to_x", "to_y"),
-    "wait": ("amount",), "answer": ("text",), "stop": (),
+    "wait": ("amount",), "answer": ("text",), "stop": (), "skill": ("text",),
 }
-_DEFAULTS = {"button": "left", "clicks": 1, "clear": True}
+_DEFAULTS = {"button": "left", "clicks": 1, "clear": True, "args": ()}
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # skill and argument names (as webrl.skills)
 
 
 class ActionError(ValueError):
     """An `Action` that cannot exist (missing or conflicting fields)."""
+
+
+def _normalise_args(args: Any) -> tuple[tuple[str, str], ...]:
+    """A skill's arguments (dict or pairs) -> ((name, value), ...) sorted by name; ActionError if
+    a name is not an identifier, a value not a string, or a name repeats."""
+    if isinstance(args, Mapping):
+        pairs = list(args.items())
+    elif isinstance(args, (list, tuple)):
+        pairs = list(args)
+    else:
+        raise ActionError(f"args must be a dict or (name, value) pairs, got {type(args).__name__}")
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+            raise ActionError(f"args must be (name, value) pairs, got {pair!r}")
+        name, value = pair
+        if not isinstance(name, str) or not _IDENTIFIER.match(name):
+            raise ActionError(f"a skill argument's name must be an identifier, got {name!r}")
+        if not isinstance(value, str):
+            raise ActionError(f"skill argument {name!r} must be a string, got {value!r}")
+        if name in out:
+            raise ActionError(f"skill argument {name!r} given twice")
+        out[name] = value
+    return tuple(sorted(out.items()))
 
 
 @dataclass(frozen=True)
@@ -79,6 +112,8 @@ class Action:
       direction, amount: scroll direction and amount as a viewport fraction; wait seconds.
       clear: `type` replaces the field's content (select-all + delete) before typing.
       tab: tab index for switch_tab / close_tab.
+      args: a skill's arguments, ((name, value), ...) sorted by name, values strings; a dict or
+        a list of pairs is accepted and normalised (text holds the skill's name).
     """
 
     kind: str
@@ -94,6 +129,7 @@ class Action:
     amount: Optional[float] = None
     clear: bool = True
     tab: Optional[int] = None
+    args: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ACTION_KINDS:
@@ -108,6 +144,7 @@ class Action:
                 raise ActionError(f"{self.kind} needs {f.name!r}")
             if not is_default and f.name not in allowed:
                 raise ActionError(f"{self.kind} takes no {f.name!r} (takes {sorted(allowed) or 'nothing'})")
+        object.__setattr__(self, "args", _normalise_args(self.args))
         if self.button not in MOUSE_BUTTONS:
             raise ActionError(f"button must be one of {MOUSE_BUTTONS}, got {self.button!r}")
         if not (isinstance(self.clicks, int) and 1 <= self.clicks <= 3):
@@ -124,6 +161,8 @@ class Action:
                 raise ActionError(f"{name} must be a number, got {v!r}")
         if self.text is not None and not isinstance(self.text, str):
             raise ActionError(f"text must be a string, got {self.text!r}")
+        if self.kind == "skill" and not _IDENTIFIER.match(self.text):
+            raise ActionError(f"a skill's name must be an identifier (letters, digits, _), got {self.text!r}")
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod
@@ -155,6 +194,15 @@ class Action:
     def stop(cls) -> "Action":
         return cls("stop")
 
+    @classmethod
+    def skill(cls, name: str, args: Optional[Mapping[str, str]] = None) -> "Action":
+        return cls("skill", text=name, args=args or ())
+
+    @property
+    def args_dict(self) -> dict[str, str]:
+        """A skill's arguments as a dict (empty for every other kind)."""
+        return dict(self.args)
+
     # -- serialisation ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Only the fields that differ from their defaults (plus `kind`)."""
@@ -162,7 +210,7 @@ class Action:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.name != "kind" and v != (_DEFAULTS.get(f.name) if f.name in _DEFAULTS else None):
-                out[f.name] = v
+                out[f.name] = dict(v) if f.name == "args" else v
         return out
 
     @classmethod
@@ -210,6 +258,8 @@ def format_compact(action: Action) -> str:
     """Render `action` in the compact grammar; `parse_compact` inverts it exactly."""
     d = action.to_dict()
     kind = d.pop("kind")
+    if kind == "skill":  # skill("name", arg="value", ...): the arguments are the skill's
+        return f"skill({', '.join([_literal(action.text)] + [f'{k}={_literal(v)}' for k, v in action.args])})"
     positional: list[str] = []
     for name in _POSITIONAL[kind]:
         if name in d:
@@ -269,6 +319,8 @@ def parse_compact(text: str) -> Action | ParseError:
             raise ValueError("**kwargs are not allowed")
     except (SyntaxError, ValueError, TypeError, AssertionError, MemoryError, RecursionError) as e:
         return ParseError(f"cannot read the arguments of {kind}(): {type(e).__name__}: {e}", text)
+    if kind == "skill":
+        return _skill_call(values, kwargs, text)
     order = list(_POSITIONAL[kind])
     if kind == "type" and len(values) == 1:
         order = ["text"]  # type("text") types into the focused field
@@ -289,3 +341,17 @@ def parse_compact(text: str) -> Action | ParseError:
         return Action(kind=kind, **fields)
     except (ActionError, TypeError) as e:
         return ParseError(f"invalid {kind}(): {e}", text)
+
+
+def _skill_call(values: list, kwargs: dict[str, Any], text: str) -> Action | ParseError:
+    """`skill("name", arg="value", ...)`: one positional name, every keyword a skill argument."""
+    if len(values) != 1 or not isinstance(values[0], str) or not values[0]:
+        return ParseError('skill() takes the skill\'s name as its one positional argument and the skill\'s '
+                          'arguments as keywords, e.g. skill("search_products", query="blue mug")', text)
+    for name, value in kwargs.items():
+        if not isinstance(value, str):
+            return ParseError(f"skill() argument {name!r} must be a string in double quotes, got {value!r}", text)
+    try:
+        return Action.skill(values[0], kwargs)
+    except ActionError as e:
+        return ParseError(f"invalid skill(): {e}", text)

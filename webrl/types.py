@@ -92,6 +92,11 @@ class Turn:
     decided_by: "generator", "heads", "oracle", ...
     observation: what the turn was decided on (`TurnObservation`); a dict of its fields is
       converted and checked.
+    skill_steps: when `action` is a `skill(...)` call (grounded skills), the steps the env ran for
+      it, in order, as `info["skill"]["steps"]` gives them (`webrl.envs.skill_run`: index, step,
+      action, ok, feedback, error); [] for every other turn. A record only: the learner trains on
+      `response_ids`, the tokens the agent generated (the one `skill(...)` call), never on the
+      skill's expansion, so nothing downstream reads this field to build a `Batch`.
     """
 
     prompt_ids: list[int] = field(default_factory=list)
@@ -106,11 +111,14 @@ class Turn:
     decided_by: str = "generator"
     timings: dict[str, float] = field(default_factory=dict)
     observation: TurnObservation = field(default_factory=TurnObservation)
+    skill_steps: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.logprobs and len(self.logprobs) != len(self.response_ids):
             raise ValueError(
                 f"Turn.logprobs has {len(self.logprobs)} entries for {len(self.response_ids)} response ids")
+        if not (isinstance(self.skill_steps, list) and all(isinstance(s, dict) for s in self.skill_steps)):
+            raise ValueError(f"Turn.skill_steps must be a list of step dicts, got {self.skill_steps!r}")
         if not isinstance(self.observation, TurnObservation):
             self.observation = TurnObservation.from_dict(self.observation)
 

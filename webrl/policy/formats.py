@@ -5,7 +5,10 @@ at one token (`</tool_call>`) whatever the format. Formats (`make_format(name, f
 
 - "som": Set-of-Mark tool call, JSON with element ids::
       <tool_call>{"name": "browser", "arguments": {"action": "click", "element": 12}}</tool_call>
-  `arguments` holds `Action` fields by name (`action` = kind); every kind is expressible.
+  `arguments` holds `Action` fields by name (`action` = kind); every kind is expressible. A skill
+  call (grounded mode) names the skill in "skill" and its arguments in "args" (an object of
+  string values, may be left out when the skill takes none)::
+      {"name": "browser", "arguments": {"action": "skill", "skill": "search_products", "args": {"query": "blue mug"}}}
 - "computer_use": Qwen computer-use JSON with coordinates in the model's image space::
       <tool_call>{"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [x, y]}}</tool_call>
   Qwen2.5-VL ("resized"): absolute pixels of the smart-resized image; Qwen3-VL
@@ -13,12 +16,15 @@ at one token (`</tool_call>`) whatever the format. Formats (`make_format(name, f
   pixels. Element-addressed actions (click(12), select) are not expressible in this format.
   Browser verbs (goto_url, go_back, tabs, answer) extend Qwen's desktop action list, as in
   OpenWebRL; scroll takes a direction and a viewport fraction instead of Qwen's wheel pixels
-  (webrl's `Action` convention).
-- "compact": the env's compact grammar (`webrl.actions`), e.g. `<tool_call>click(12)</tool_call>`.
+  (webrl's `Action` convention). A skill call has the "som" shape:
+  `{"action": "skill", "skill": "search_products", "args": {"query": "blue mug"}}`.
+- "compact": the env's compact grammar (`webrl.actions`), e.g. `<tool_call>click(12)</tool_call>`;
+  a skill call is `<tool_call>skill("search_products", query="blue mug")</tool_call>`.
 - "pointer": compact with element tokens: the prompt lists `<e12> link "Blog"` and the model
   answers `<tool_call>click(<e12>)</tool_call>`; the model's element pointer scores the listed
   lines for the `<e..>` token (`webrl.models.pointer`). Ids >= POINTER_ELEMENTS stay `[n]` in the
-  list (not choosable by the pointer); `click(12)` with digits still parses.
+  list (not choosable by the pointer); `click(12)` with digits still parses. A skill call is the
+  compact one (it names no element).
 
 Parsing is tolerant of form (whitespace, `<think>` reasoning before the call, a missing
 closing tag when generation stopped there, ```json fences) and strict on meaning (unknown
@@ -96,6 +102,31 @@ def _integral(fields: dict[str, Any], names: tuple[str, ...]) -> None:
             fields[k] = int(v)
 
 
+SKILL_FIELDS = ("skill", "args")
+"""The JSON formats' fields of a skill call besides "action": the skill's name, its arguments."""
+
+
+def skill_arguments(action: Action) -> dict[str, Any]:
+    """A skill `Action` as JSON tool-call arguments (the "som" and "computer_use" shape)."""
+    return {"action": "skill", "skill": action.text, "args": action.args_dict}
+
+
+def skill_from_arguments(fields: dict[str, Any]) -> Action:
+    """The skill `Action` of JSON arguments {"skill": name, "args": {...}} ("action" removed).
+    Raises ActionError naming what is wrong."""
+    unknown = sorted(set(fields) - set(SKILL_FIELDS))
+    if unknown:
+        raise ActionError(f'a skill call takes "skill" (the skill\'s name) and "args" (an object of '
+                          f"string values), got {unknown}")
+    name, args = fields.get("skill"), fields.get("args", {})
+    if not isinstance(name, str) or not name:
+        raise ActionError('a skill call needs "skill": the skill\'s name as a string')
+    if not isinstance(args, dict):
+        raise ActionError('"args" must be an object of string values like {"query": "blue mug"}, '
+                          f"got {json.dumps(args)}")
+    return Action.skill(name, args)
+
+
 class ActionFormat(Protocol):
     """One way of writing actions. `geometry` is needed by coordinate formats only."""
 
@@ -115,6 +146,8 @@ class SetOfMarkFormat:
     tool = "browser"
 
     def render(self, action: Action, geometry: Optional[ImageGeometry] = None) -> str:
+        if action.kind == "skill":
+            return _tool_call(self.tool, skill_arguments(action))
         d = action.to_dict()
         return _tool_call(self.tool, {"action": d.pop("kind"), **d})
 
@@ -130,6 +163,8 @@ class SetOfMarkFormat:
             return ParseError(f"unknown action {kind!r}; allowed: {', '.join(ACTION_KINDS)}", text)
         _integral(fields, ("element", "tab", "clicks"))
         try:
+            if kind == "skill":
+                return skill_from_arguments(fields)
             return Action(kind=kind, **fields)
         except (ActionError, TypeError) as e:
             return ParseError(f"invalid {kind}: {e}", text)

@@ -313,6 +313,7 @@ class RolloutCoordinator:
             self._check_infra(result.info)
             obs = result.observation
             turn.feedback = "\n".join(p for p in (obs.get("feedback", ""), obs.get("last_action_error", "")) if p)
+            turn.skill_steps = list((result.info.get("skill") or {}).get("steps", []))  # a skill(...) turn's expansion
             history.append(turn)
             if result.terminated or result.truncated:
                 break

@@ -73,8 +73,8 @@ class TurnObservation:
     action_bbox: [x, y, w, h] of the element the turn's action targets; None for other actions.
     action_point: [x, y] the turn's action clicks at; None for other actions.
     om2w_action: an imported Online-Mind2Web step's action string when it is not a webrl action.
-    skills: the "Skills" text the prompt showed at this turn (grounded mode: the env's callable
-      skills; guided mode: the retrieved skills' guidance); "" when none.
+    skills / skill_guidance: the callable skills (grounded mode) and the retrieved skills'
+      guidance (guided mode) the prompt showed at this turn; "" when none.
     """
 
     url: str = ""
@@ -90,6 +90,7 @@ class TurnObservation:
     action_point: Optional[list[float]] = None
     om2w_action: str = ""
     skills: str = ""
+    skill_guidance: str = ""
 
     _CHECKS = {"url": _STR, "title": _STR, "elements_text": _STR, "feedback": _STR,
                "last_action_error": _STR, "tabs": _STR, "step": _INT,
@@ -97,7 +98,7 @@ class TurnObservation:
                "elements": (lambda v: isinstance(v, list), "a list"),
                "action_bbox": (_optional(_numbers(4)), "None or [x, y, w, h]"),
                "action_point": (_optional(_numbers(2)), "None or [x, y]"), "om2w_action": _STR,
-               "skills": _STR}
+               "skills": _STR, "skill_guidance": _STR}
 
     def __post_init__(self) -> None:
         _check_record(self, self._CHECKS)

@@ -25,7 +25,7 @@ def heads_dir(tmp_path):
 # config
 # ---------------------------------------------------------------------------------------------
 def test_allowed_stacks_are_the_outermost_first_subsequences(heads_dir):
-    assert WRAPPERS == ("loci", "cascade")
+    assert WRAPPERS == ("skills", "loci", "cascade")
     for wrappers in ([], ["loci"], ["cascade"], ["loci", "cascade"]):
         assert PolicyConfig(wrappers, CascadeWrapperConfig(heads_dir=heads_dir) if "cascade" in wrappers
                             else CascadeWrapperConfig()).wrappers == wrappers
@@ -39,7 +39,7 @@ def test_allowed_stacks_are_the_outermost_first_subsequences(heads_dir):
 def test_bad_stacks_name_the_key_and_the_allowed_values(heads_dir, wrappers, says):
     with pytest.raises(ConfigError, match=says) as e:
         PolicyConfig(wrappers, CascadeWrapperConfig(heads_dir=heads_dir))
-    assert "policy.wrappers" in str(e.value) and "['loci', 'cascade']" in str(e.value)
+    assert "policy.wrappers" in str(e.value) and "['skills', 'loci', 'cascade']" in str(e.value)
 
 
 def test_cascade_settings_without_the_cascade_are_refused(heads_dir):

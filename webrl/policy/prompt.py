@@ -8,7 +8,8 @@ Layout of a prompt at step t (ChatML, as Qwen2.5-VL / Qwen3-VL read it)::
       user       [screenshot_i if among the last K]  Step i, URL, title (elements optional)
       assistant  turn i's response, rendered per context mode
       tool       feedback of action i (read from observation i+1), or its parse error
-    user       [screenshot_t]  Step t, URL, title, tabs, elements, skills (when the observation has any)
+    user       [screenshot_t]  Step t, URL, title, tabs, elements, callable skills and skill guidance
+               (each only when the observation has it)
                (+ feedback if turn t-1 is not shown)
     assistant  <- generation starts here
 
@@ -34,6 +35,7 @@ from pathlib import Path
 from string import Template
 from typing import Callable, Optional, Sequence
 
+from webrl.actions import Action
 from webrl.chat.messages import ChatMessage
 from webrl.chat.tokens import VISION_PLACEHOLDER
 from webrl.policy.formats import FORMAT_NAMES, make_format, strip_thinking
@@ -161,6 +163,15 @@ class PromptBuilder:
         self.format = make_format(config.action_format, family)
         self.count_text_tokens = count_text_tokens or (lambda text: len(text) // 3 + 1)
         self.system_prompt = self._system_prompt()
+        self.skill_call = self._skill_call()
+
+    def _skill_call(self) -> str:
+        """How this format writes a skill call, shown with the callable skills (grounded mode)."""
+        example = Action("skill", text="name", args={"param": "value"})
+        try:
+            return self.format.render(example, None) if self.format.can_render(example) else 'skill("name", param="value")'
+        except ValueError:
+            return 'skill("name", param="value")'
 
     def _system_prompt(self) -> str:
         template = Template((PROMPT_DIR / f"{self.config.action_format}_{self.config.prompt_version}.txt").read_text())
@@ -215,7 +226,9 @@ class PromptBuilder:
             render = getattr(self.format, "render_elements", None)
             lines.append(f"Elements:\n{render(obs.elements_text) if render else obs.elements_text}")
         if current and obs.skills:
-            lines.append(f"Skills:\n{obs.skills}")
+            lines.append(f"Skills (one action runs all of a skill's steps; call one as {self.skill_call}):\n{obs.skills}")
+        if current and obs.skill_guidance:
+            lines.append(f"Skill guidance (steps that worked on pages like this one):\n{obs.skill_guidance}")
         return "\n".join(lines)
 
     def messages(self, request: PolicyRequest, drop: int = 0) -> list[Message]:

@@ -1,18 +1,23 @@
 """The policy wrapper stack named in the run config, and the one builder every inference worker uses.
 
     policy:
-      wrappers: [loci, cascade]    # outermost first: LociPolicy(CascadePolicy(GeneratorPolicy))
+      wrappers: [skills, loci, cascade]   # outermost first:
+                                          # SkillGuidedPolicy(LociPolicy(CascadePolicy(GeneratorPolicy)))
       cascade: {heads_dir: heads/, threshold: 0.5}
       loci: {max_rounds: 2}
+      skills: {library_dir: skills/, max_skills: 3}
 
 Only one order works: the cascade reads the generator's prefill (it needs a `GeneratorPolicy`
 directly inside it), and LOCI wraps any policy (see webrl/policy/loci/policy.py), so `loci` comes
-before `cascade`. `build_policy(generator, config)` wraps the generator innermost first; the
-generator stays the object whose weights the learner syncs (`GeneratorEngine.load_weights`).
+before `cascade`. Guided skills (webrl/skills/guided.py) only edit the request's observation
+text, so they wrap anything and come first: LOCI then sees the same request the model does.
+`build_policy(generator, config)` wraps the generator innermost first; the generator stays the
+object whose weights the learner syncs (`GeneratorEngine.load_weights`).
 
 A setting that would do nothing is a config error: wrapper settings changed while that wrapper is
-not in the stack, a cascade without heads. `CascadeConfig` lives here rather than in cascade.py
-so that `webrl.policy` and the run config import without torch.
+not in the stack, a cascade without heads, guided skills without a library holding a skill.
+`CascadeConfig` lives here rather than in cascade.py so that `webrl.policy` and the run config
+import without torch (so does `SkillsConfig`, which webrl/skills/guided.py holds).
 """
 from __future__ import annotations
 
@@ -23,8 +28,10 @@ from typing import Any, Callable
 
 from webrl.config import ConfigError
 from webrl.policy.loci.policy import LociConfig
+from webrl.skills.guided import SkillsConfig
+from webrl.skills.skill import REPORT_FILE
 
-WRAPPERS = ("loci", "cascade")
+WRAPPERS = ("skills", "loci", "cascade")
 """Policy wrappers by name, in the only order they stack (outermost first)."""
 CONFIDENCE_MODES = ("product", "min")
 HEAD_TURN_MODES = ("generator_logprobs", "exclude")
@@ -69,19 +76,22 @@ class PolicyConfig:
     """The policy wrappers around the generator, and each wrapper's settings."""
 
     wrappers: list[str] = field(default_factory=list)
-    """Wrapper stack, outermost first, from ("loci", "cascade") in that order: [] = the generator
-    alone, [cascade], [loci] or [loci, cascade] (LOCI around the cascade around the generator)."""
+    """Wrapper stack, outermost first, from ("skills", "loci", "cascade") in that order: [] = the
+    generator alone, [cascade], [loci], [loci, cascade] (LOCI around the cascade around the
+    generator), and any of these with "skills" in front (guided skill hints around the rest)."""
     cascade: CascadeWrapperConfig = field(default_factory=CascadeWrapperConfig)
     """Decision-heads cascade (threshold, confidence, head_turns, max_text_tokens, heads_dir);
     used only when "cascade" is in wrappers."""
     loci: LociConfig = field(default_factory=LociConfig)
     """LOCI Locator-Critic evidence search (rounds, boxes, crop sizes, role sources); used only
     when "loci" is in wrappers."""
+    skills: SkillsConfig = field(default_factory=SkillsConfig)
+    """Guided skills (library_dir, max_skills, max_chars); used only when "skills" is in wrappers."""
 
     def __post_init__(self) -> None:
         self.wrappers = list(self.wrappers)
         self._check_order()
-        for name, section in (("cascade", self.cascade), ("loci", self.loci)):
+        for name, section in (("cascade", self.cascade), ("loci", self.loci), ("skills", self.skills)):
             changed = _changed_fields(section)
             if name not in self.wrappers and changed:
                 raise ConfigError(f"policy.{name}.{changed[0]} is set but {name!r} is not in policy.wrappers "
@@ -89,6 +99,8 @@ class PolicyConfig:
                                   f"or leave policy.{name} at its defaults (changed: {', '.join(changed)})")
         if "cascade" in self.wrappers:
             self._check_heads_dir()
+        if "skills" in self.wrappers:
+            self._check_library_dir()
 
     def _check_order(self) -> None:
         unknown = [w for w in self.wrappers if w not in WRAPPERS]
@@ -98,8 +110,9 @@ class PolicyConfig:
             raise ConfigError(f"policy.wrappers lists a wrapper twice: {self.wrappers}; allowed, each once: "
                               f"{list(WRAPPERS)}")
         if self.wrappers != [w for w in WRAPPERS if w in self.wrappers]:
-            raise ConfigError(f"policy.wrappers must be outermost first in the order {list(WRAPPERS)} (LOCI wraps "
-                              f"the cascade; the cascade needs the generator directly inside it), "
+            raise ConfigError(f"policy.wrappers must be outermost first in the order {list(WRAPPERS)} (skills "
+                              f"wrap anything; LOCI wraps the cascade; the cascade needs the generator directly "
+                              f"inside it), "
                               f"got {self.wrappers}")
 
     def _check_heads_dir(self) -> None:
@@ -110,6 +123,17 @@ class PolicyConfig:
         if not (Path(heads_dir) / HEADS_CONFIG_FILE).is_file():
             raise ConfigError(f"policy.cascade.heads_dir={heads_dir}: no {HEADS_CONFIG_FILE} there "
                               f"(write heads with `webrl heads-train`)")
+
+
+    def _check_library_dir(self) -> None:
+        library_dir = self.skills.library_dir
+        if not library_dir:
+            raise ConfigError("policy.wrappers includes 'skills' but policy.skills.library_dir is empty: set it to a "
+                              "skill library folder written by `webrl skills extract` (or a skill graph JSON file)")
+        path = Path(library_dir)
+        if not (path.is_file() or (path.is_dir() and any(p.name != REPORT_FILE for p in path.glob("*.json")))):
+            raise ConfigError(f"policy.skills.library_dir={library_dir}: no skill files there (it would show no "
+                              f"skills); write a library with `webrl skills extract`")
 
 
 def _changed_fields(section: Any) -> list[str]:
@@ -139,7 +163,15 @@ def _wrap_loci(inner: Any, generator: Any, config: PolicyConfig) -> Any:
     return loci_policy(inner, config.loci, generator=generator)
 
 
-WRAP: dict[str, Callable[[Any, Any, PolicyConfig], Any]] = {"cascade": _wrap_cascade, "loci": _wrap_loci}
+def _wrap_skills(inner: Any, generator: Any, config: PolicyConfig) -> Any:
+    from webrl.skills.graph import SkillGraph
+    from webrl.skills.guided import SkillGuidedPolicy
+
+    return SkillGuidedPolicy(inner, SkillGraph.load(config.skills.library_dir), config.skills)
+
+
+WRAP: dict[str, Callable[[Any, Any, PolicyConfig], Any]] = {"cascade": _wrap_cascade, "loci": _wrap_loci,
+                                                              "skills": _wrap_skills}
 """Wrapper name -> (inner policy, the generator, PolicyConfig) -> the wrapped policy."""
 
 
@@ -147,7 +179,8 @@ def build_policy(generator: Any, config: PolicyConfig) -> Any:
     """`generator` (a `GeneratorPolicy`) wrapped in `config.wrappers`, innermost first.
 
     [] -> generator; [cascade] -> CascadePolicy(generator); [loci] -> LociPolicy(generator);
-    [loci, cascade] -> LociPolicy(CascadePolicy(generator)). "policy" LOCI roles use the generator's model.
+    [loci, cascade] -> LociPolicy(CascadePolicy(generator)); [skills, ...] -> SkillGuidedPolicy(...).
+    "policy" LOCI roles use the generator's model.
     """
     policy = generator
     for name in reversed(config.wrappers):

@@ -33,8 +33,10 @@ class Observation:
     step: int = 0
     screenshot: Optional[Image] = None
     skills: str = ""
-    """The prompt's "Skills" block: skills the agent may call (the env's `skills` text) or skill
-    guidance a wrapper retrieved (webrl.skills); "" = no block (the prompt is as without skills)."""
+    """Skills the agent may call as one action (the env's `skills` text, grounded mode); "" = none."""
+    skill_guidance: str = ""
+    """Steps of retrieved skills shown as instructions (guided mode, `webrl.skills.guided`); "" = none.
+    Both blocks are left out of the prompt when empty, so a prompt without skills is unchanged."""
 
     @classmethod
     def from_env(cls, obs: dict[str, Any], info: Optional[dict[str, Any]] = None,
@@ -118,6 +120,8 @@ class Decision:
     logprobs: (R,) log-probs of response_ids under softmax(logits / temperature) (top-p /
       top-k truncation not applied: the learner recomputes exactly this); [] when unknown.
     images: the screenshots in the prompt, in prompt order (the current one last).
+    shown: the observation the prompt was rendered from when a wrapper edited the request's
+      (guided skills); `to_turn` records it instead of the caller's. None: the caller's.
     """
 
     parsed: Action | ParseError
@@ -127,6 +131,7 @@ class Decision:
     logprobs: list[float] = field(default_factory=list)
     images: list[Image] = field(default_factory=list)
     stats: DecisionStats = field(default_factory=DecisionStats)
+    shown: Optional[Observation] = None
 
     @property
     def action(self) -> Optional[Action]:
@@ -139,6 +144,7 @@ class Decision:
     def to_turn(self, observation: Observation, policy_version: int = -1,
                 decided_by: str = "generator") -> Turn:
         """The `Turn` to store; `Observation.from_turn` and the SFT path read it back."""
+        observation = self.shown if self.shown is not None else observation
         return Turn(prompt_ids=list(self.prompt_ids), response_ids=list(self.response_ids),
                     logprobs=list(self.logprobs) if len(self.logprobs) == len(self.response_ids) else [],
                     images=list(self.images),

@@ -2,9 +2,18 @@
 
     skill.py      Skill / SkillStep / Target / SkillLibrary: skills as data, JSON files, resolution of
                   a step's target against a page's element list
+    extract.py    extract_skills: successful trajectories -> mined, abstracted, validated skills
+    graph.py      SkillGraph: skills indexed by the page kinds they start on and lead to; retrieve()
+    guided.py     SkillGuidedPolicy / SkillsConfig: the "skills" policy wrapper (guided mode)
+    commands.py   `webrl skills extract` (SkillsCommandConfig, skills_main) and WebEnvReplay
 """
-from webrl.skills.skill import (PARAM_TYPES, STEP_KINDS, BoundStep, Skill, SkillArgsError, SkillFileError,
-                                SkillLibrary, SkillParam, SkillStep, Target, resolve_target, url_matches)
+from webrl.skills.extract import ExtractionConfig, ExtractionResult, extract_skills, validate
+from webrl.skills.graph import SkillGraph
+from webrl.skills.guided import SkillGuidedPolicy, SkillsConfig
+from webrl.skills.skill import (PARAM_TYPES, REPORT_FILE, STEP_KINDS, BoundStep, Skill, SkillArgsError,
+                                SkillFileError, SkillLibrary, SkillParam, SkillStep, Target, resolve_target,
+                                url_matches)
 
-__all__ = ["PARAM_TYPES", "STEP_KINDS", "BoundStep", "Skill", "SkillArgsError", "SkillFileError", "SkillLibrary",
-           "SkillParam", "SkillStep", "Target", "resolve_target", "url_matches"]
+__all__ = ["PARAM_TYPES", "REPORT_FILE", "STEP_KINDS", "BoundStep", "ExtractionConfig", "ExtractionResult", "Skill",
+           "SkillArgsError", "SkillFileError", "SkillGraph", "SkillGuidedPolicy", "SkillLibrary", "SkillParam",
+           "SkillStep", "SkillsConfig", "Target", "extract_skills", "resolve_target", "url_matches", "validate"]

@@ -18,16 +18,17 @@ starts with the wanted one, then one that contains it; role must match when give
 viewport win ties, then document order. Resolution failing is a value (None), never an exception:
 the grounded executor reports it as the failing step.
 
-URL patterns are shell-style globs (`fnmatch`) matched against the URL's path (plus "?query" when the
-pattern contains "?"), so a skill keeps applying when the sandbox binds another port; a pattern that
+URL patterns are shell-style globs (`fnmatch`) matched against the URL's path, and against its query
+when the pattern has a "?" (the first "?" separates the two globs; it is no wildcard), so a skill keeps applying when the sandbox binds another port; a pattern that
 starts with "http" is matched against the whole URL.
 
 Interpretation of WebXSkill (its code is not public): the paper does not fix the step schema; we use
 webrl's own action kinds, the element-free kinds (press, scroll, goto, back, wait) included, and
 record provenance as trajectory ids plus replay counts.
 
-Files: one skill per JSON file `<name>.json` in a library folder (`SkillLibrary`); a malformed file
-raises `SkillFileError` naming the file and the field.
+Files: one skill per JSON file `<name>.json` in a library folder (`SkillLibrary`; the extraction
+report `report.json` beside them is not a skill); a malformed file raises `SkillFileError` naming
+the file and the field.
 """
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ from urllib.parse import urlparse
 
 from webrl.actions import Action, ActionError
 
-__all__ = ["PARAM_TYPES", "STEP_KINDS", "BoundStep", "Skill", "SkillArgsError", "SkillFileError", "SkillLibrary",
-           "SkillParam", "SkillStep", "Target", "resolve_target", "url_matches"]
+__all__ = ["PARAM_TYPES", "REPORT_FILE", "STEP_KINDS", "BoundStep", "Skill", "SkillArgsError", "SkillFileError",
+           "SkillLibrary", "SkillParam", "SkillStep", "Target", "resolve_target", "url_matches"]
 
 PARAM_TYPES = ("text", "element", "option", "url")
 """text: typed text; element: an element's accessible name; option: a select option label; url: a URL."""
@@ -53,6 +54,8 @@ STEP_KINDS = ("click", "hover", "type", "select", "press", "scroll", "goto", "ba
 """Action kinds a skill step may use (no answer/stop: a skill never ends the episode)."""
 ELEMENT_KINDS = ("click", "hover", "type", "select", "scroll")
 """Step kinds that may take a target (required for click, hover, select)."""
+REPORT_FILE = "report.json"
+"""The extraction report in a library folder (webrl.skills.commands); `SkillLibrary.load` skips it."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _EXTRA_FIELDS = {"click": ("button", "clicks"), "scroll": ("direction", "amount"), "wait": ("amount",),
                  "type": ("clear",)}
@@ -118,7 +121,7 @@ class SkillStep:
     kind: str
     target: Optional[Target] = None
     text: Optional[str] = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
     guidance: str = ""
 
     def __post_init__(self) -> None:
@@ -311,6 +314,8 @@ def _step(s: Any, where: str) -> SkillStep:
     if unknown:
         raise SkillFileError(f"{where}: unknown field(s) {unknown}")
     target = s.get("target")
+    if not isinstance(s.get("extra", {}), dict):
+        raise SkillFileError(f"{where}.extra: must be an object, got {s['extra']!r}")
     try:
         if target is not None:
             if not isinstance(target, dict) or set(target) - {"role", "name"}:
@@ -331,10 +336,10 @@ def url_matches(pattern: str, url: str) -> bool:
     if pattern.startswith(("http://", "https://")):
         return fnmatch.fnmatchcase(url, pattern)
     parsed = urlparse(url)
-    subject = parsed.path or "/"
-    if "?" in pattern:
-        subject += "?" + parsed.query
-    return fnmatch.fnmatchcase(subject, pattern)
+    path_pattern, has_query, query_pattern = pattern.partition("?")  # "?" separates path and query
+    if not fnmatch.fnmatchcase(parsed.path or "/", path_pattern):
+        return False
+    return not has_query or fnmatch.fnmatchcase(parsed.query, query_pattern)
 
 
 def _norm(text: Any) -> str:
@@ -424,6 +429,8 @@ class SkillLibrary:
             raise SkillFileError(f"{folder}: skill library folder does not exist")
         lib = cls()
         for path in sorted(folder.glob("*.json")):
+            if path.name == REPORT_FILE:
+                continue
             try:
                 data = json.loads(path.read_text())
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:

@@ -26,6 +26,10 @@ Sections (each catches its own exception into {"error": ...} and records its wal
     kernel    `token_logprobs` Triton vs chunked torch at the lm_head shape: forward+backward
               seconds and max |difference| of log-probs, entropy and gradients. Under --tiny it
               runs only when TRITON_INTERPRET=1 is set (Triton's CPU interpreter), else is skipped.
+    sparse_prefill  one attention layer at 8K / 16K / 32K tokens in the recipe's screenshot layout:
+              the Triton block-sparse prefill (`webrl.kernels.triton_sparse_prefill`) at budgets
+              0.1 and 0.25 vs dense SDPA: seconds, mask-building seconds, FLOPs saved, and max
+              |Triton - torch reference| on 4 heads. Skipped without CUDA (also under --tiny).
 Memory figures are `torch.cuda.max_memory_allocated()` (null on CPU). Without CUDA and without
 --tiny the script prints a message and exits 0.
 """
@@ -443,6 +447,93 @@ def kernel_section(shapes: Shapes, hidden_size: int, vocab: int, device: torch.d
     return result
 
 
+# -- sparse prefill ---------------------------------------------------------------------------
+
+SPARSE_TOKENS = (8192, 16384, 32768)
+SPARSE_BUDGETS = (0.1, 0.25)
+SPARSE_CHECK_HEADS = 4  # the Triton output is compared with the torch reference on these heads
+
+
+def _sparse_benchmark_module():
+    """benchmarks/sparse_prefill.py (its recipe layout), loaded from this folder by path."""
+    path = Path(__file__).resolve().parent / "sparse_prefill.py"
+    spec = importlib.util.spec_from_file_location("webrl_sparse_prefill_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cuda_seconds(fn, iters: int) -> float:
+    """Median seconds of fn() over `iters` calls after one warm-up (Triton compiles there)."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1000)
+    return sorted(times)[len(times) // 2]
+
+
+def sparse_prefill_section(text: dict, shapes: Shapes, device: torch.device) -> dict:
+    """One attention layer of the model's text shapes (all heads) at 8K-32K tokens in the recipe's
+    screenshot layout (benchmarks/sparse_prefill.py): Triton block-sparse prefill vs SDPA, bf16,
+    random q/k/v (timing and FLOPs do not depend on the values; the error is kernel vs reference
+    on the same plan, not sparse vs dense). Patterns alternate grid / a_shape over the heads."""
+    if device.type != "cuda":
+        return {"skipped": "no CUDA: the sparse prefill is timed on a GPU only (CPU figures: "
+                           "benchmarks/sparse_prefill.py)"}
+    rows = sparse_prefill_rows(text, SPARSE_TOKENS, device, torch.bfloat16,
+                               lambda fn: _cuda_seconds(fn, shapes.timing_iters))
+    return {"dtype": "bfloat16", "block_size": 64, "rows": rows}
+
+
+def sparse_prefill_rows(text: dict, token_counts, device, dtype, timer, block_size: int = 64) -> list[dict]:
+    """The section's measurements; `timer(fn) -> seconds` (CUDA events on the GPU)."""
+    from webrl.kernels.sparse_prefill import (BlockPlan, SparsePrefillConfig, block_flops,
+                                              block_sparse_attention_reference, build_block_plan,
+                                              dense_causal_attention)
+    from webrl.kernels.triton_sparse_prefill import triton_block_sparse_attention
+
+    bench = _sparse_benchmark_module()
+    heads, kv_heads = text.get("num_attention_heads", 32), text.get("num_key_value_heads", 8)
+    head_dim = text.get("head_dim", text.get("hidden_size", 2560) // heads)
+    group, scale = heads // kv_heads, head_dim ** -0.5
+    rows = []
+    for tokens in token_counts:
+        layout = bench.recipe_layout(tokens, bench.SCREENSHOTS.get(tokens, 1))
+        gen = torch.Generator().manual_seed(4)
+        q = torch.randn(heads, tokens, head_dim, generator=gen).to(device, dtype)  # (H, T, D)
+        k, v = (torch.randn(kv_heads, tokens, head_dim, generator=gen).to(device, dtype) for _ in range(2))
+        patterns = ["grid" if h % 2 == 0 else "a_shape" for h in range(heads)]
+        dense_s = timer(lambda: dense_causal_attention(q, k, v))
+        for budget in SPARSE_BUDGETS:
+            config = SparsePrefillConfig(block_size=block_size, budget=budget)
+            plan_s = timer(lambda: build_block_plan(q, k, layout, patterns, config))
+            plan = build_block_plan(q, k, layout, patterns, config)
+
+            def sparse():
+                return triton_block_sparse_attention(q, k, v, plan.perm, plan.block_mask, plan.block_size, scale)
+
+            sparse_s = timer(sparse)
+            n, n_kv = SPARSE_CHECK_HEADS, max(1, SPARSE_CHECK_HEADS // group)
+            part = BlockPlan(plan.perm[:n], plan.block_mask[:n], plan.block_size)
+            want = block_sparse_attention_reference(q[:n].float(), k[:n_kv].float(), v[:n_kv].float(), part, scale)
+            flops, dense_flops = block_flops(plan, head_dim)
+            rows.append({"tokens": tokens, "budget": budget, "heads": heads, "kv_heads": kv_heads,
+                         "screenshots": len(layout.images), "kept_block_fraction": plan.kept_fraction(),
+                         "flops_saved": 1 - flops / dense_flops, "dense_sdpa_s": dense_s, "plan_s": plan_s,
+                         "triton_sparse_s": sparse_s, "speedup_attention": dense_s / sparse_s,
+                         "speedup_with_plan": dense_s / (sparse_s + plan_s),
+                         "max_abs_diff_vs_reference": float((sparse()[:n].float() - want).abs().max())})
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
 # -- main -------------------------------------------------------------------------------------
 
 def run_check(tiny: bool, preset: str) -> dict:
@@ -481,6 +572,7 @@ def run_check(tiny: bool, preset: str) -> dict:
         torch.cuda.empty_cache()
     hidden, vocab = text.get("hidden_size", 2560), text.get("vocab_size", 151936)
     report["kernel"] = _timed(lambda: kernel_section(shapes, hidden, vocab, device))
+    report["sparse_prefill"] = _timed(lambda: sparse_prefill_section(text, shapes, device))
     report["total_seconds"] = time.perf_counter() - start
     return report
 

@@ -7,6 +7,10 @@
 Paths: Triton kernels on CUDA (`triton_logprobs`), a chunked torch autograd.Function elsewhere
 (`chunked`), and the naive `token_logprobs_reference` for tests and benchmarks. Set
 WEBRL_KERNEL=triton|torch|auto to force a path. Triton is imported only when its path runs.
+
+Sparse prefill (MMInference-style, `sparse_prefill`): `build_block_plan` then
+`sparse_prefill_attention` (Triton kernel `triton_sparse_prefill`, torch reference otherwise);
+per-head pattern search in `pattern_search`.
 """
 from webrl.kernels.dispatch import (
     ENV_VAR,
@@ -16,6 +20,18 @@ from webrl.kernels.dispatch import (
     token_logprobs,
 )
 from webrl.kernels.reference import token_logprobs_reference
+from webrl.kernels.sparse_prefill import (
+    PATTERNS,
+    BlockPlan,
+    ImageSpan,
+    ModalityLayout,
+    SparsePrefillConfig,
+    SparsePrefillError,
+    block_sparse_attention_reference,
+    build_block_plan,
+    layout_from_ids,
+    sparse_prefill_attention,
+)
 
 __all__ = [
     "ENV_VAR",
@@ -24,4 +40,14 @@ __all__ = [
     "resolve_backend",
     "token_logprobs",
     "token_logprobs_reference",
+    "PATTERNS",
+    "BlockPlan",
+    "ImageSpan",
+    "ModalityLayout",
+    "SparsePrefillConfig",
+    "SparsePrefillError",
+    "block_sparse_attention_reference",
+    "build_block_plan",
+    "layout_from_ids",
+    "sparse_prefill_attention",
 ]

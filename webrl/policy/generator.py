@@ -24,6 +24,7 @@ Batched requests are left-padded; images of different sizes go through one proce
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -70,10 +71,20 @@ class GeneratorConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     max_batch_size: int = 16
     """Requests per `generate` call; larger batches are split."""
+    sparse_prefill: str = ""
+    """MMInference-style sparse attention in the prompt's prefill (`webrl.policy.sparse_attention`),
+    decode unchanged: "" / false = off, "auto" = the checkpoint's sparse_patterns.json (default
+    patterns without one), or a path to a sparse_patterns.json."""
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:
             raise ValueError(f"GeneratorConfig.max_batch_size must be >= 1, got {self.max_batch_size}")
+        if self.sparse_prefill is False or self.sparse_prefill is None or str(self.sparse_prefill).lower() == "false":
+            self.sparse_prefill = ""  # YAML / command-line `false` means off
+        if not isinstance(self.sparse_prefill, str) or not (
+                self.sparse_prefill in ("", "auto") or self.sparse_prefill.endswith(".json")):
+            raise ValueError(f"GeneratorConfig.sparse_prefill must be '' (off), 'auto' or a path to a .json "
+                             f"patterns file, got {self.sparse_prefill!r}")
 
 
 class GeneratorPolicy:
@@ -105,6 +116,11 @@ class GeneratorPolicy:
         # log-probs stay those of the unmasked softmax (what the learner recomputes), a
         # negligible difference wherever the masked tokens carry ~0 mass.
         self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
+        self.sparse = None
+        if self.config.sparse_prefill and model is not None:
+            from webrl.policy.sparse_attention import SparsePrefill
+
+            self.sparse = SparsePrefill.for_model(model, self.config.sparse_prefill)
 
     def count_text_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -157,7 +173,8 @@ class GeneratorPolicy:
             gen_kwargs.update(do_sample=False, temperature=None, top_p=None)
         else:
             gen_kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
-        with torch.no_grad():
+        sparse = self.sparse.prefill(batch) if self.sparse is not None else contextlib.nullcontext()
+        with torch.no_grad(), sparse:
             gen = self.model.generate(**batch, **gen_kwargs)
         P = batch["input_ids"].shape[1]
         new = gen.sequences[:, P:]  # (B, N)

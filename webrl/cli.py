@@ -66,6 +66,17 @@ COMMANDS: dict[str, Command] = {
     "segments": Command("write credit-assignment SFT demonstrations (successes and the productive segments of "
                         "failed trajectories) from a run's trajectory log", "webrl.recipes.data_commands:SegmentCommandConfig",
                         "webrl.recipes.data_commands:segments_main", positional="source"),
+    "skills": Command("mine, abstract and validate WebXSkill skills from successful trajectories into a skill "
+                      "library (env.env.skills_dir for grounded mode, policy.skills.library_dir for guided mode)",
+                      "webrl.skills.commands:SkillsCommandConfig", "webrl.skills.commands:skills_main",
+                      positional="action"),
+    "synth": Command("synthesize tasks (tasks.jsonl) and SFT demonstrations (demos.jsonl) for a site by categorised "
+                     "exploration (SynthAgent)", "webrl.synth.commands:SynthCommandConfig",
+                     "webrl.synth.commands:synth_main"),
+    "sparse-search": Command("search per-head MMInference sparse-prefill patterns on calibration prompts and write "
+                             "sparse_patterns.json beside the checkpoint (generator.sparse_prefill=auto reads it)",
+                             "webrl.policy.sparse_attention:SparseSearchConfig",
+                             "webrl.policy.sparse_attention:search_main", positional="checkpoint"),
     "judge-agreement": Command("run a judge over trajectories with known outcomes; print agreement and confusion",
                                "webrl.reward.main:JudgeAgreementConfig", "webrl.reward.main:judge_agreement_main",
                                positional="trajectories"),

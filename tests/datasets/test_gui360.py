@@ -102,6 +102,9 @@ def test_corrupt_line_raises_naming_file_and_line(tmp_path):
     path.write_text(json.dumps({"execution_id": "x", "step": {}}) + "\n")
     with pytest.raises(DatasetError, match=r"bad\.jsonl:1: missing key\(s\) \['request'\]"):
         load_offline(f"gui360:{path}")
+    path.write_text(json.dumps({**_step("word_a", 1, "click", {"coordinate": [1, 1]}), "step_id": "a"}) + "\n")
+    with pytest.raises(DatasetError, match=r"bad\.jsonl:1: step_id must be an integer, got 'a'"):
+        load_offline(f"gui360:{path}")
 
 
 def test_missing_screenshot_is_reported_not_raised(tmp_path):

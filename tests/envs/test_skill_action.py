@@ -130,8 +130,10 @@ def test_bad_calls_run_nothing_and_name_the_problem():
                           "['open_from_category', 'search_and_open', 'wiki_search']")
     none = run_skill(Action.skill("checkout"), None, steps)
     assert none.error == NO_LIBRARY and "no skill library" in NO_LIBRARY
+    blank = run_skill(Action.skill("open_from_category", {"category": "", "item": "Blue mug"}), LIBRARY, steps)
+    assert blank.error.endswith("['category'] name the element to act on and must not be empty")
     assert steps.ran == [] and steps.started == []
-    assert all(r.feedback == "" and r.to_dict()["steps"] == [] for r in (missing, unknown, name, none))
+    assert all(r.feedback == "" and r.to_dict()["steps"] == [] for r in (missing, unknown, name, none, blank))
 
 
 def test_a_skill_called_off_its_pages_still_runs_and_says_so():

@@ -105,6 +105,13 @@ def test_bad_settings_name_the_key(tiny_model_paths, tmp_path):
         assert GeneratorConfig(sparse_prefill=off).sparse_prefill == ""
     with pytest.raises(ConfigError, match="generator.sparse_prefill: no patterns file"):
         make_policy(tiny_model_paths["qwen3-vl"], str(tmp_path / "missing.json"))
+    # a server engine renders prompts without the model: its prefill is the server's
+    from webrl.models import load_model
+    from webrl.policy import GeneratorPolicy
+
+    _, processor = load_model(tiny_model_paths["qwen3-vl"])
+    with pytest.raises(ValueError, match="sparse_prefill needs the model in this process"):
+        GeneratorPolicy(None, processor, GeneratorConfig(sparse_prefill="auto"), family="qwen3-vl")
     with pytest.raises(ConfigError, match="sparse_search.checkpoint must be a model folder"):
         search_main(SparseSearchConfig())
     with pytest.raises(ConfigError, match="sparse_search.min_recall"):

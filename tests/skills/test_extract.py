@@ -208,3 +208,19 @@ def test_skills_mined_from_sandbox_demos_replay_on_a_held_out_task(sandbox):
     task = sandbox_task(held_out[0])
     assert not replay(search, {"search_products": "wool socks", "link": "Nonexistent Teapot"}, task)
     assert replay.last_failure.startswith("step 3: no link 'Nonexistent Teapot'")
+
+
+def test_literal_element_names_with_braces_stay_literal():
+    """A button named "Search {beta}" is a literal name (braces escaped), not a placeholder: the
+    skill is built, binds, and its bound target names the button exactly."""
+    braced = {**BUTTON, "name": "Search {beta}"}
+    trajs = []
+    for task_id, query in (("shop/a", "blue mug"), ("shop/b", "red kettle")):
+        home = "http://127.0.0.1:8000/shop/"
+        trajs.append(Trajectory(task_id=task_id, goal=f'Search for "{query}"', info=TrajectoryInfo(task_reward=1.0),
+                                turns=[turn(home, Action.type_text(query, element=1), [SEARCHBOX, braced]),
+                                       turn(home, Action.click(2), [SEARCHBOX, braced]),
+                                       turn(home + "search", Action.stop())]))
+    [skill] = extract_skills(trajs, ExtractionConfig(min_support=2, max_len=4)).skills
+    click = [b.step for b in skill.bind({"search_products": "tea"}) if b.step.kind == "click"][0]
+    assert click.target.name == "Search {beta}"

@@ -95,3 +95,26 @@ def test_url_patterns_match_the_path_so_the_port_does_not_matter():
     assert not url_matches("/shop/p/*", "http://127.0.0.1:8123/shop/c/jackets")
     assert url_matches("/shop/search?q=*", "http://h/shop/search?q=mug")
     assert url_matches("http://h/*", "http://h/x") and not url_matches("http://h/*", "http://g/x")
+
+
+def test_names_the_grammar_cannot_write_and_blank_element_arguments_are_refused(tmp_path):
+    with pytest.raises(SkillFileError, match="no Python keyword"):
+        SkillParam("from")
+    with pytest.raises(SkillFileError, match="identifier"):
+        SkillParam("q\n")
+    skill = Skill("open_item", "Open an item", params=(SkillParam("item", "element"),),
+                  steps=(SkillStep("click", Target("", "{item}")),))
+    for blank in ("", "  "):  # would unmake the target or click whatever comes first
+        with pytest.raises(SkillArgsError, match=r"\['item'\] name the element"):
+            skill.bind({"item": blank})
+    # the steps and the skill hash (frozen records), and a saved graph beside the skills is no skill
+    assert hash(skill) == hash(Skill.from_dict(skill.to_dict()))
+    SkillLibrary([skill]).save(tmp_path)
+    (tmp_path / "graph.json").write_text('{"nodes": [], "edges": [], "skills": []}')
+    assert SkillLibrary.load(tmp_path).names() == ["open_item"]
+
+
+def test_the_query_part_of_a_pattern_is_its_own_glob():
+    assert url_matches("/shop/search?q=*", "http://127.0.0.1:9/shop/search?q=mug")
+    assert not url_matches("/shop/search?q=*", "http://127.0.0.1:9/shop/searchXq=1")
+    assert not url_matches("/shop/search?q=*", "http://127.0.0.1:9/shop/search?page=2")

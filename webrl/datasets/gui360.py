@@ -204,7 +204,10 @@ def _raw_trajectories(rows: list[tuple[int, dict]], path: Path, report: Conversi
             task_reward={"yes": 1.0, "no": 0.0}.get(complete)))
         for row_no, row in steps:
             counts.steps += 1
-            step, index = row["step"], int(row.get("step_id", len(traj.turns)))
+            step, index = row["step"], row.get("step_id", len(traj.turns))
+            if isinstance(index, bool) or not str(index).lstrip("-").isdigit():
+                raise DatasetError(f"{path}:{row_no}: step_id must be an integer, got {index!r}")
+            index = int(index)
             act = step.get("action") or {}
             try:
                 image = _screenshot(step, path, image_root)

@@ -59,7 +59,10 @@ def _bbox(cand: dict) -> Optional[list[float]]:
             return None
     if not (isinstance(rect, (list, tuple)) and len(rect) == 4):
         return None
-    x, y, w, h = map(float, rect)
+    try:
+        x, y, w, h = map(float, rect)
+    except (TypeError, ValueError):
+        return None  # reported as a step without a usable box
     return [x, y, w, h] if w > 0 and h > 0 else None
 
 

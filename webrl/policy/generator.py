@@ -117,7 +117,10 @@ class GeneratorPolicy:
         # negligible difference wherever the masked tokens carry ~0 mass.
         self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
         self.sparse = None
-        if self.config.sparse_prefill and model is not None:
+        if self.config.sparse_prefill and model is None:
+            raise ValueError("generator.sparse_prefill needs the model in this process (rollout.engine=transformers); "
+                             "an inference server runs its own prefill: leave generator.sparse_prefill empty")
+        if self.config.sparse_prefill:
             from webrl.policy.sparse_attention import SparsePrefill
 
             self.sparse = SparsePrefill.for_model(model, self.config.sparse_prefill)

@@ -10,7 +10,9 @@ the block-sparse attention (`webrl.kernels.sparse_prefill`) only while a `prefil
 context is active and only for the full-prompt causal pass (query length = key length > 1,
 as many rows as the context has layouts). Everything else (decode steps with one query, the vision tower's
 non-causal attention, forwards outside the context, e.g. the learner's) goes to the model's
-previous implementation, so outside the context the model computes what it computed before.
+previous implementation, so outside the context the model computes what it computed before
+(one exception: "eager" is not in transformers' function registry, so a model that was on eager
+runs sdpa there: equal up to float rounding, not bit for bit).
 
 Batches: each row is computed on its non-padded tokens (the key-validity row of the mask);
 padded query rows get zeros (no real token reads them: they are masked as keys everywhere).

@@ -43,7 +43,7 @@ class SkillsCommandConfig:
     source: str = ""
     """Trajectories to mine: a run folder, a demos folder or a .jsonl file (required)."""
     out: str = "skills"
-    """Library folder to write (<name>.json per skill, report.json, graph.json)."""
+    """Library folder to write: <name>.json per skill and report.json (it must not hold a library yet)."""
     min_support: int = 2
     """A subsequence must recur in at least this many distinct tasks (>= 2)."""
     max_len: int = 4
@@ -198,6 +198,9 @@ def extract_to_folder(config: SkillsCommandConfig, session: Any = None) -> dict[
 def skills_main(config: SkillsCommandConfig) -> int:
     if not config.source:
         raise ConfigError("skills extract needs source=RUN_OR_DEMOS (a run folder, demos folder or .jsonl file)")
+    old = [p.name for p in Path(config.out).glob("*.json")] if Path(config.out).is_dir() else []
+    if old:  # skills of an earlier extraction would be loaded with the new ones
+        raise ConfigError(f"skills: out={config.out} already holds {sorted(old)[:5]}...; choose an empty folder")
     report = extract_to_folder(config)
     print(json.dumps({k: v for k, v in report.items() if k != "skills"}, indent=1))
     print(f"{len(report['skills'])} skill(s) in {config.out}; use them with "

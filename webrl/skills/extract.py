@@ -39,6 +39,7 @@ still parameters (the caller chooses them, e.g. which listed product to open).
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -211,7 +212,20 @@ def _slug(text: str, fallback: str, words_kept: int = 2) -> str:
     slug = "_".join(words)
     if not slug or slug[0].isdigit():
         slug = fallback
-    return slug[:40]
+    slug = slug[:40]
+    return slug + "_" if keyword.iskeyword(slug) or slug in ("true", "false", "null", "none") else slug
+
+
+_PARAM = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}\Z")  # a name or text that is exactly one placeholder
+
+
+def _escape(name: str) -> str:
+    """A literal element name as a Target name (braces doubled: they are not placeholders)."""
+    return name.replace("{", "{{").replace("}", "}}")
+
+
+def _unescape(name: str) -> str:
+    return name.replace("{{", "{").replace("}}", "}")
 
 
 def _common_prefix(names: Sequence[str]) -> str:
@@ -278,9 +292,9 @@ def abstract(occurrences: Sequence[Occurrence]) -> Skill:
         if first.role is not None:
             names = tuple(s.name for s in column)
             if len({_norm(n) for n in names}) == 1:
-                target = Target(first.role, first.name)
+                target = Target(first.role, _escape(first.name))
             elif _common_prefix(names):
-                target = Target(first.role, _common_prefix(names))
+                target = Target(first.role, _escape(_common_prefix(names)))
             else:
                 in_goal = all(_norm(n) in g for n, g in zip(names, goals))
                 pname = params.get(names, "element", _slug(first.role, "element"),
@@ -324,9 +338,9 @@ def arguments_from(skill: Skill, occurrence: Occurrence) -> dict[str, str]:
     """The values the skill's parameters held in `occurrence` (which must fit the skill's steps)."""
     args: dict[str, str] = {}
     for step, raw in zip(skill.steps, occurrence.steps):
-        if step.target is not None and step.target.name.startswith("{") and step.target.name.endswith("}"):
+        if step.target is not None and _PARAM.match(step.target.name):
             args[step.target.name[1:-1]] = raw.name
-        if step.text is not None and step.text.startswith("{") and not step.text.startswith("{{"):
+        if step.text is not None and _PARAM.match(step.text):
             args[step.text[1:-1]] = raw.text or ""
     return args
 
@@ -352,7 +366,7 @@ def _fits(step: SkillStep, raw: RawStep) -> bool:
     if step.target is not None:
         if _norm(step.target.role) != _norm(raw.role):
             return False
-        if "{" not in step.target.name and not _norm(raw.name).startswith(_norm(step.target.name)):
+        if not _PARAM.match(step.target.name) and not _norm(raw.name).startswith(_norm(_unescape(step.target.name))):
             return False
     if step.text is not None and not step.text.startswith("{") and step.text.replace("{{", "{").replace(
             "}}", "}") != raw.text:

@@ -1,6 +1,6 @@
 """Skill organisation (WebXSkill stage 2): a URL-indexed skill graph and retrieval.
 
-    graph = SkillGraph(library)                 # or SkillGraph.load("skills/graph.json")
+    graph = SkillGraph(library)                 # or SkillGraph.load("skills/graph.json") (GRAPH_FILE)
     graph.nodes                                 # page kinds: every url_pattern and leads_to
     graph.edges                                 # (from page kind, skill name, to page kind)
     graph.retrieve("http://h/shop/", "Search for a blue mug", k=3)     # list[Skill]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import keyword
 import os
 import re
 import string
@@ -55,8 +56,17 @@ STEP_KINDS = ("click", "hover", "type", "select", "press", "scroll", "goto", "ba
 ELEMENT_KINDS = ("click", "hover", "type", "select", "scroll")
 """Step kinds that may take a target (required for click, hover, select)."""
 REPORT_FILE = "report.json"
+GRAPH_FILE = "graph.json"
+"""Files a library folder may hold besides the skills: the extraction report and a saved SkillGraph."""
 """The extraction report in a library folder (webrl.skills.commands); `SkillLibrary.load` skips it."""
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_RESERVED = frozenset(keyword.kwlist) | {"true", "false", "null"}  # not writable as keyword arguments
+
+
+def _is_name(name: Any) -> bool:
+    """A skill or parameter name: an identifier that the compact grammar can write as a keyword
+    argument (so no Python keyword and none of the JSON literals it also reads)."""
+    return isinstance(name, str) and bool(_NAME.fullmatch(name)) and name not in _RESERVED
 _EXTRA_FIELDS = {"click": ("button", "clicks"), "scroll": ("direction", "amount"), "wait": ("amount",),
                  "type": ("clear",)}
 
@@ -86,8 +96,8 @@ class SkillParam:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise SkillFileError(f"param name must be an identifier, got {self.name!r}")
+        if not _is_name(self.name):
+            raise SkillFileError(f"param name must be an identifier that is no Python keyword, got {self.name!r}")
         if self.type not in PARAM_TYPES:
             raise SkillFileError(f"param {self.name!r}: type must be one of {PARAM_TYPES}, got {self.type!r}")
 
@@ -191,8 +201,8 @@ class Skill:
     replay_successes: int = 0
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise SkillFileError(f"name must be an identifier (letters, digits, _), got {self.name!r}")
+        if not _is_name(self.name):
+            raise SkillFileError(f"name must be an identifier (letters, digits, _; no Python keyword), got {self.name!r}")
         if not self.steps:
             raise SkillFileError(f"skill {self.name!r}: steps must not be empty")
         names = [p.name for p in self.params]
@@ -218,6 +228,10 @@ class Skill:
         for k, v in args.items():
             if not isinstance(v, (str, int, float)) or isinstance(v, bool):
                 raise SkillArgsError(f"skill {self.name!r}: argument {k!r} must be a string, got {v!r}")
+        in_targets = set().union(*(_placeholders(s.target.name) for s in self.steps if s.target is not None))
+        blank = sorted(k for k in in_targets if not str(args[k]).strip())
+        if blank:
+            raise SkillArgsError(f"skill {self.name!r}: {blank} name the element to act on and must not be empty")
         out = []
         for i, s in enumerate(self.steps):
             target = s.target.bind(args) if s.target is not None else None
@@ -423,13 +437,14 @@ class SkillLibrary:
 
     @classmethod
     def load(cls, folder: str | Path) -> "SkillLibrary":
-        """Every `*.json` in `folder`; a bad file raises SkillFileError naming it and the field."""
+        """Every `*.json` in `folder` but REPORT_FILE and GRAPH_FILE; a bad file raises SkillFileError
+        naming it and the field."""
         folder = Path(folder)
         if not folder.is_dir():
             raise SkillFileError(f"{folder}: skill library folder does not exist")
         lib = cls()
         for path in sorted(folder.glob("*.json")):
-            if path.name == REPORT_FILE:
+            if path.name in (REPORT_FILE, GRAPH_FILE):
                 continue
             try:
                 data = json.loads(path.read_text())

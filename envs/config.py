@@ -44,6 +44,12 @@ class WebEnvConfig:
     may call with `skill(name, args)` (grounded mode, `webrl.envs.skill_run`); the observation's
     "skills" text lists those applying to the page. "" = no skills. The env loads it at
     construction (a bad file raises SkillFileError); every Ray worker must see the same path."""
+    tools: str = ""
+    """Tools the agent may call with `tool(name, args)` as one step (`webrl.envs.tools`): "" = none
+    (the observation's "tools" text is "" and prompts are as without tools); "task" = the tools
+    each task declares (a `tools()` hook, or the sandbox site's `TOOLS`); any other value = the
+    path of a JSON tools file `{"tools": [...]}` used for every task (loaded at construction; a
+    bad file raises ToolFileError)."""
 
     def __post_init__(self) -> None:
         for name, cls in _SECTIONS.items():
@@ -64,6 +70,9 @@ class WebEnvConfig:
         if not isinstance(self.skills_dir, str):
             raise ValueError(f"WebEnvConfig.skills_dir must be a folder path string ('' = no skills), "
                              f"got {self.skills_dir!r}")
+        if not isinstance(self.tools, str):
+            raise ValueError(f"WebEnvConfig.tools must be '' (no tools), 'task' (each task's own tools) or "
+                             f"the path of a JSON tools file, got {self.tools!r}")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "WebEnvConfig":

@@ -6,7 +6,9 @@ The contract (shared with the sandbox sites' oracle solvers) lives in the briefs
 page with `data-webrl-id="N"`). "skills" lists the skills the agent may call on this page
 (`search_products(query: text): Search the shop for a product`, one per line;
 `webrl.envs.skill_run.skills_text`); it is "" when the env has no skill library, so the policy's
-prompt is then exactly what it was before skills existed.
+prompt is then exactly what it was before skills existed. "tools" lists the tools the agent may
+call (`search_catalog(query: text): Search the catalogue ...`, one per line;
+`webrl.envs.tools.tools_text`); "" when the env exposes none.
 
 Notation:
   H, W  screenshot height and width in pixels (= viewport CSS pixels; device scale factor 1)
@@ -35,7 +37,7 @@ import numpy as np
 from gymnasium import spaces
 from PIL import Image, ImageDraw, ImageFont
 
-TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_error", "tabs", "skills")
+TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_error", "tabs", "skills", "tools")
 MAX_TEXT_CHARS = 1 << 20
 MAX_STEP_INDEX = 1 << 20
 DISCOVERY_MODES = ("selectors", "full")
@@ -211,12 +213,12 @@ def blank_observation(height: int, width: int, goal: str, step: int, feedback: s
     """An observation with a black screenshot, for episodes whose page is gone (infra errors)."""
     return {"screenshot": np.zeros((height, width, 3), dtype=np.uint8), "url": "", "title": "",
             "goal": goal, "elements_text": "", "feedback": feedback,
-            "last_action_error": error, "tabs": "", "skills": "", "step": step}
+            "last_action_error": error, "tabs": "", "skills": "", "tools": "", "step": step}
 
 
 def build_observation(*, screenshot_png: bytes, elements: list[dict[str, Any]], truncated: int,
                       url: str, title: str, goal: str, tabs: str, step: int, feedback: str,
-                      error: str, config: ObservationConfig, skills: str = "") -> dict[str, Any]:
+                      error: str, config: ObservationConfig, skills: str = "", tools: str = "") -> dict[str, Any]:
     """Assemble `obs` (space keys only) from what the page returned."""
     image = decode_png(screenshot_png)  # (H, W, 3)
     if config.som_overlay and elements:
@@ -225,7 +227,8 @@ def build_observation(*, screenshot_png: bytes, elements: list[dict[str, Any]], 
             "goal": goal[:MAX_TEXT_CHARS],
             "elements_text": format_elements_text(elements, truncated, config.list_offscreen),
             "feedback": feedback[:MAX_TEXT_CHARS], "last_action_error": error[:MAX_TEXT_CHARS],
-            "tabs": tabs[:MAX_TEXT_CHARS], "skills": skills[:MAX_TEXT_CHARS], "step": int(step)}
+            "tabs": tabs[:MAX_TEXT_CHARS], "skills": skills[:MAX_TEXT_CHARS],
+            "tools": tools[:MAX_TEXT_CHARS], "step": int(step)}
 
 
 def oracle_view(obs: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ Departures from the OpenWebRL recipe and why:
   such samples instead of scoring them 0.
 - With `config.skills_dir`, `skill(name, args)` runs a library skill's steps as one env step
   (WebXSkill's grounded mode; `webrl.envs.skill_run` says where it interprets the paper).
+- With `config.tools`, `tool(name, args)` calls a tool the site exposes (a site API, a search URL,
+  a macro) as one env step (The Tool Illusion; `webrl.envs.tools`).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from webrl.envs.network import AddressPolicy
 from webrl.envs.recording import Recorder
 from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_guards
 from webrl.envs.skill_run import EpisodeSkillSteps, run_skill, skill_step_count, skills_text
+from webrl.envs.tools import EpisodeToolRunner, Tool, load_tools_file, run_tool, task_tools, tool_step_count, tools_text
 from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
 from webrl.envs.watchdog import BrowserWatchdog
 from webrl.skills.skill import SkillLibrary
@@ -71,13 +74,17 @@ class WebEnv(gymnasium.Env):
     as one env step (each skill step with a step's own time limit), stopping at the first step that
     fails (`last_action_error` names it; the feedback lists the steps that ran);
     `info["skill"]` holds the record (`webrl.envs.skill_run`).
+    `tool("search_catalog", query="mug")` calls a tool of `config.tools` as one env step: the
+    result (an http tool's response text, cut to the tool's size) or the error goes into the
+    feedback / `last_action_error`; `info["tool"]` holds the record (`webrl.envs.tools`).
 
     ## Observation space
     `Dict` with "screenshot" (H, W, 3) uint8 with numbered Set-of-Mark boxes (H, W = viewport),
     "url", "title", "goal", "elements_text" (`[12] button "Add to cart"` per line), "feedback"
     (what the last action did), "last_action_error" ("" if none), "tabs" (one line per tab, the
     current one marked), "skills" (the library's skills applying to the page, one
-    `name(param: type): description` per line; "" without a library), "step" (steps taken).
+    `name(param: type): description` per line; "" without a library), "tools" (the episode's
+    tools, same line shape; "" without tools), "step" (steps taken).
     URLs in the text fields show a task's stable
     origin where it has one (`task.url_alias()`: the sandbox and MiniWoB++ servers bind free
     ports); `goto`/`new_tab` URLs on that origin go to the real one. `info` carries "elements"
@@ -112,6 +119,8 @@ class WebEnv(gymnasium.Env):
         self.config = as_config(config)
         # loaded before any browser starts: a bad skill file fails fast (SkillFileError)
         self.skills = SkillLibrary.load(self.config.skills_dir) if self.config.skills_dir else None
+        self._file_tools = load_tools_file(self.config.tools) if self.config.tools not in ("", "task") else ()
+        self.tools: dict[str, Tool] = {}  # the running episode's tools, by name
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
@@ -155,7 +164,8 @@ class WebEnv(gymnasium.Env):
         episode.steps += 1
         parsed = _parse(action)
         deadline = Deadline(self.config.safety.step_timeout_s)
-        budget_s = deadline.seconds * skill_step_count(parsed, self.skills)  # a skill: one step time per skill step
+        steps = max(skill_step_count(parsed, self.skills), tool_step_count(parsed, self.tools))
+        budget_s = deadline.seconds * steps  # a skill or macro tool: one step time per step it runs
         watchdog = BrowserWatchdog(episode.context, budget_s + self.config.safety.watchdog_grace_s)
         try:
             with watchdog:
@@ -211,12 +221,11 @@ class WebEnv(gymnasium.Env):
         self._close_episode()
         task.prepare()
         allowlist = DomainAllowlist(task.spec.allowed_domains)
-        reason = allowlist.check_navigation(task.spec.start_url)
-        if not reason and self.config.safety.subresource_policy == "public":
-            reason = AddressPolicy(self.config.safety.network).refusal(task.spec.start_url)
-            reason = reason and f"{reason} (safety.network.internal_networks)"
+        reason = self._network_refusal(allowlist, task.spec.start_url)
         if reason:
             raise ValueError(f"task {task.spec.id}: start_url {task.spec.start_url} is not allowed: {reason}")
+        tools = task_tools(task) if self.config.tools == "task" else self._file_tools
+        self.tools = {t.name: t for t in tools}
         self.session.ensure_alive()
         recording = self.recorder.start(task.spec.id)
         context = self.session.new_context(self.viewport, recording.record_har_path if recording else "")
@@ -261,6 +270,11 @@ class WebEnv(gymnasium.Env):
                                       self.config.safety.step_timeout_s)
             run = run_skill(parsed, self.skills, steps)
             feedback, error, deadline = run.feedback, run.error, steps.deadline
+        elif parsed.kind == "tool":
+            runner = EpisodeToolRunner(episode, self._execute, lambda url: self._network_refusal(episode.allowlist, url),
+                                       deadline, self.config.observation, self.config.safety.step_timeout_s)
+            run = run_tool(parsed, self.tools, runner)
+            feedback, error, deadline = run.feedback, run.error, runner.deadline
         else:
             parsed = _resolve_alias(episode, parsed)  # info["action"] is what ran
             feedback, error = self._execute(episode, parsed, deadline)
@@ -271,7 +285,7 @@ class WebEnv(gymnasium.Env):
         obs, info = self._observe(episode, deadline, feedback, error)
         info["action"] = parsed if isinstance(parsed, Action) else None
         if run is not None:
-            info["skill"] = run.to_dict()
+            info["tool" if parsed.kind == "tool" else "skill"] = run.to_dict()
         reward = 0.0
         if scored is not None:
             info["needs_judge"] = scored.value is None
@@ -291,6 +305,14 @@ class WebEnv(gymnasium.Env):
                 error = str(failure)
         notes = settle(episode, self.config.browser, deadline, before, description)
         return "; ".join([description] * bool(description) + count_repeats(notes)), error
+
+    def _network_refusal(self, allowlist: DomainAllowlist, url: str) -> Optional[str]:
+        """None if the episode may reach `url` (a start URL, a tool's URL), else why not."""
+        reason = allowlist.check_navigation(url)
+        if not reason and self.config.safety.subresource_policy == "public":
+            reason = AddressPolicy(self.config.safety.network).refusal(url)
+            reason = reason and f"{reason} (safety.network.internal_networks)"
+        return reason
 
     def _action_context(self, episode: Episode, deadline: Deadline) -> ActionContext:
         return ActionContext(
@@ -316,7 +338,7 @@ class WebEnv(gymnasium.Env):
             url=show(page.url), title=collected["title"], goal=episode.task.spec.goal,
             tabs=tabs_text(titles_urls, episode.tabs.active), step=episode.steps,
             feedback=show(feedback), error=show(error), config=self.config.observation,
-            skills=skills_text(self.skills, show(page.url)))
+            skills=skills_text(self.skills, show(page.url)), tools=tools_text(list(self.tools.values())))
         episode.screenshot_size = (obs["screenshot"].shape[1], obs["screenshot"].shape[0])
         self._last_obs = obs
         info = {"elements": episode.elements, "raw_screenshot_png": png,

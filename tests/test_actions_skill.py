@@ -43,6 +43,10 @@ def test_dict_round_trip_writes_args_as_an_object():
     ({"text": "s", "args": "query=a"}, "args must be a dict or (name, value) pairs"),
     ({"text": "s", "args": [("q",)]}, "(name, value) pairs"),
     ({"text": "s", "element": 3}, "skill takes no 'element'"),
+    ({"text": "open_cart\n"}, "must be an identifier"),   # no trailing newline slips through
+    ({"text": "from"}, "must be an identifier"),          # the grammar cannot write a keyword call...
+    ({"text": "s", "args": {"from": "Paris"}}, "no Python keyword"),  # ...nor a keyword argument
+    ({"text": "s", "args": {"true": "x"}}, "no Python keyword"),
 ])
 def test_invalid_skill_actions_name_the_problem(fields, message):
     with pytest.raises(ActionError) as e:

@@ -17,6 +17,7 @@ backslash escapes)::
     new_tab()  new_tab("http://...")  switch_tab(1)  close_tab()  close_tab(1)
     drag(10, 20, 300, 40)     wait(1.0)   answer("42 euros")   stop()
     skill("search_products", query="blue mug")   skill("open_cart")
+    tool("search_catalog", query="mug")
 
 `type` without an element types into the focused field; `scroll` amounts are fractions of the
 viewport (OpenWebRL convention); points are pixels of the observation screenshot.
@@ -27,12 +28,18 @@ live in `args`, a tuple of (name, value) pairs sorted by name (so `Action` stays
 argument order does not matter: `skill("s", a="1", b="2") == skill("s", b="2", a="1")`);
 `args_dict` gives them as a dict, `to_dict` writes them as a JSON object. The env expands the
 call into the skill's steps (`webrl.envs.skill_run`).
+
+`tool` (The Tool Illusion: tools as higher-level actions) calls a tool the site exposes (a site
+API, a search URL, a macro) as one step; it has exactly `skill`'s shape: the tool's name in
+`text`, its arguments as string keywords in `args` (`webrl.envs.tools` runs it). `CALL_KINDS`
+names the two kinds of this shape.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
 import json
+import keyword
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
@@ -40,8 +47,12 @@ from typing import Any, Mapping, Optional
 ACTION_KINDS = (
     "click", "click_at", "hover", "hover_at", "type", "select", "scroll", "scroll_at", "press",
     "goto", "back", "forward", "new_tab", "switch_tab", "close_tab", "drag", "wait", "answer",
-    "stop", "skill",
+    "stop", "tool", "skill",
 )
+CALL_KINDS = ("skill", "tool")
+"""Kinds written `kind("name", arg="value", ...)`: a name in `text`, string arguments in `args`.
+("tool" sits before "skill" so the indices 0..18 of the atomic kinds and "skill" last stay as
+they were when skills landed, except skill's own index, 19 -> 20.)"""
 SCROLL_DIRECTIONS = ("up", "down", "left", "right")
 MOUSE_BUTTONS = ("left", "right", "middle")
 
@@ -52,11 +63,12 @@ _REQUIRED = {
     "scroll_at": ("direction", "x", "y"), "press": ("text",), "goto": ("text",), "back": (),
     "forward": (), "new_tab": (), "switch_tab": ("tab",), "close_tab": (),
     "drag": ("x", "y", "to_x", "to_y"), "wait": (), "answer": ("text",), "stop": (), "skill": ("text",),
+    "tool": ("text",),
 }
 _OPTIONAL = {
     "click": ("button", "clicks"), "click_at": ("button", "clicks"), "type": ("element", "clear"),
     "scroll": ("amount", "element"), "scroll_at": ("amount",), "new_tab": ("text",),
-    "close_tab": ("tab",), "wait": ("amount",), "skill": ("args",),
+    "close_tab": ("tab",), "wait": ("amount",), "skill": ("args",), "tool": ("args",),
 }
 # Positional argument order of each kind in the compact grammar.
 _POSITIONAL = {
@@ -66,9 +78,15 @@ _POSITIONAL = {
     "press": ("text",), "goto": ("text",), "back": (), "forward": (), "new_tab": ("text",),
     "switch_tab": ("tab",), "close_tab": ("tab",), "drag": ("x", "y", "to_x", "to_y"),
     "wait": ("amount",), "answer": ("text",), "stop": (), "skill": ("text",),
+    "tool": ("text",),
 }
 _DEFAULTS = {"button": "left", "clicks": 1, "clear": True, "args": ()}
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # skill and argument names (as webrl.skills)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # skill and argument names (as webrl.skills)
+_RESERVED = frozenset(keyword.kwlist) | {"true", "false", "null"}  # the grammar could not write them as keywords
+
+
+def _is_identifier(name: Any) -> bool:
+    return isinstance(name, str) and bool(_IDENTIFIER.fullmatch(name)) and name not in _RESERVED
 
 
 class ActionError(ValueError):
@@ -89,12 +107,12 @@ def _normalise_args(args: Any) -> tuple[tuple[str, str], ...]:
         if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
             raise ActionError(f"args must be (name, value) pairs, got {pair!r}")
         name, value = pair
-        if not isinstance(name, str) or not _IDENTIFIER.match(name):
-            raise ActionError(f"a skill argument's name must be an identifier, got {name!r}")
+        if not _is_identifier(name):
+            raise ActionError(f"an argument's name must be an identifier that is no Python keyword, got {name!r}")
         if not isinstance(value, str):
-            raise ActionError(f"skill argument {name!r} must be a string, got {value!r}")
+            raise ActionError(f"argument {name!r} must be a string, got {value!r}")
         if name in out:
-            raise ActionError(f"skill argument {name!r} given twice")
+            raise ActionError(f"argument {name!r} given twice")
         out[name] = value
     return tuple(sorted(out.items()))
 
@@ -112,8 +130,8 @@ class Action:
       direction, amount: scroll direction and amount as a viewport fraction; wait seconds.
       clear: `type` replaces the field's content (select-all + delete) before typing.
       tab: tab index for switch_tab / close_tab.
-      args: a skill's arguments, ((name, value), ...) sorted by name, values strings; a dict or
-        a list of pairs is accepted and normalised (text holds the skill's name).
+      args: a skill's or tool's arguments, ((name, value), ...) sorted by name, values strings; a
+        dict or a list of pairs is accepted and normalised (text holds the skill's / tool's name).
     """
 
     kind: str
@@ -161,8 +179,8 @@ class Action:
                 raise ActionError(f"{name} must be a number, got {v!r}")
         if self.text is not None and not isinstance(self.text, str):
             raise ActionError(f"text must be a string, got {self.text!r}")
-        if self.kind == "skill" and not _IDENTIFIER.match(self.text):
-            raise ActionError(f"a skill's name must be an identifier (letters, digits, _), got {self.text!r}")
+        if self.kind in CALL_KINDS and not _is_identifier(self.text):
+            raise ActionError(f"a {self.kind}'s name must be an identifier (letters, digits, _), got {self.text!r}")
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod
@@ -198,9 +216,13 @@ class Action:
     def skill(cls, name: str, args: Optional[Mapping[str, str]] = None) -> "Action":
         return cls("skill", text=name, args=args or ())
 
+    @classmethod
+    def tool(cls, name: str, args: Optional[Mapping[str, str]] = None) -> "Action":
+        return cls("tool", text=name, args=args or ())
+
     @property
     def args_dict(self) -> dict[str, str]:
-        """A skill's arguments as a dict (empty for every other kind)."""
+        """A skill's or tool's arguments as a dict (empty for every other kind)."""
         return dict(self.args)
 
     # -- serialisation ------------------------------------------------------------------------
@@ -258,8 +280,8 @@ def format_compact(action: Action) -> str:
     """Render `action` in the compact grammar; `parse_compact` inverts it exactly."""
     d = action.to_dict()
     kind = d.pop("kind")
-    if kind == "skill":  # skill("name", arg="value", ...): the arguments are the skill's
-        return f"skill({', '.join([_literal(action.text)] + [f'{k}={_literal(v)}' for k, v in action.args])})"
+    if kind in CALL_KINDS:  # skill("name", arg="value", ...): the arguments are the skill's / tool's
+        return f"{kind}({', '.join([_literal(action.text)] + [f'{k}={_literal(v)}' for k, v in action.args])})"
     positional: list[str] = []
     for name in _POSITIONAL[kind]:
         if name in d:
@@ -319,8 +341,8 @@ def parse_compact(text: str) -> Action | ParseError:
             raise ValueError("**kwargs are not allowed")
     except (SyntaxError, ValueError, TypeError, AssertionError, MemoryError, RecursionError) as e:
         return ParseError(f"cannot read the arguments of {kind}(): {type(e).__name__}: {e}", text)
-    if kind == "skill":
-        return _skill_call(values, kwargs, text)
+    if kind in CALL_KINDS:
+        return _named_call(kind, values, kwargs, text)
     order = list(_POSITIONAL[kind])
     if kind == "type" and len(values) == 1:
         order = ["text"]  # type("text") types into the focused field
@@ -343,15 +365,18 @@ def parse_compact(text: str) -> Action | ParseError:
         return ParseError(f"invalid {kind}(): {e}", text)
 
 
-def _skill_call(values: list, kwargs: dict[str, Any], text: str) -> Action | ParseError:
-    """`skill("name", arg="value", ...)`: one positional name, every keyword a skill argument."""
+_CALL_EXAMPLES = {"skill": 'skill("search_products", query="blue mug")', "tool": 'tool("search_catalog", query="mug")'}
+
+
+def _named_call(kind: str, values: list, kwargs: dict[str, Any], text: str) -> Action | ParseError:
+    """`skill("name", arg="value", ...)` / `tool(...)`: one positional name, every keyword an argument."""
     if len(values) != 1 or not isinstance(values[0], str) or not values[0]:
-        return ParseError('skill() takes the skill\'s name as its one positional argument and the skill\'s '
-                          'arguments as keywords, e.g. skill("search_products", query="blue mug")', text)
+        return ParseError(f"{kind}() takes the {kind}'s name as its one positional argument and the {kind}'s "
+                          f"arguments as keywords, e.g. {_CALL_EXAMPLES[kind]}", text)
     for name, value in kwargs.items():
         if not isinstance(value, str):
-            return ParseError(f"skill() argument {name!r} must be a string in double quotes, got {value!r}", text)
+            return ParseError(f"{kind}() argument {name!r} must be a string in double quotes, got {value!r}", text)
     try:
-        return Action.skill(values[0], kwargs)
+        return Action(kind, text=values[0], args=kwargs)
     except ActionError as e:
-        return ParseError(f"invalid skill(): {e}", text)
+        return ParseError(f"invalid {kind}(): {e}", text)

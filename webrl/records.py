@@ -75,6 +75,7 @@ class TurnObservation:
     om2w_action: an imported Online-Mind2Web step's action string when it is not a webrl action.
     skills / skill_guidance: the callable skills (grounded mode) and the retrieved skills'
       guidance (guided mode) the prompt showed at this turn; "" when none.
+    tools: the tools the prompt listed at this turn (`webrl.envs.tools`); "" when none.
     """
 
     url: str = ""
@@ -91,6 +92,7 @@ class TurnObservation:
     om2w_action: str = ""
     skills: str = ""
     skill_guidance: str = ""
+    tools: str = ""
 
     _CHECKS = {"url": _STR, "title": _STR, "elements_text": _STR, "feedback": _STR,
                "last_action_error": _STR, "tabs": _STR, "step": _INT,
@@ -98,7 +100,7 @@ class TurnObservation:
                "elements": (lambda v: isinstance(v, list), "a list"),
                "action_bbox": (_optional(_numbers(4)), "None or [x, y, w, h]"),
                "action_point": (_optional(_numbers(2)), "None or [x, y]"), "om2w_action": _STR,
-               "skills": _STR, "skill_guidance": _STR}
+               "skills": _STR, "skill_guidance": _STR, "tools": _STR}
 
     def __post_init__(self) -> None:
         _check_record(self, self._CHECKS)

@@ -97,6 +97,10 @@ class Turn:
       action, ok, feedback, error); [] for every other turn. A record only: the learner trains on
       `response_ids`, the tokens the agent generated (the one `skill(...)` call), never on the
       skill's expansion, so nothing downstream reads this field to build a `Batch`.
+    tool_call: when `action` is a `tool(...)` call, the env's record of it (`info["tool"]`,
+      `webrl.envs.tools`: name, kind, args, ok, error, url, status, result_chars, truncated, steps);
+      {} for every other turn. A record only, like `skill_steps` (the result text itself is in
+      `feedback`); a separate field because a tool call is one result, not a list of steps.
     """
 
     prompt_ids: list[int] = field(default_factory=list)
@@ -112,6 +116,7 @@ class Turn:
     timings: dict[str, float] = field(default_factory=dict)
     observation: TurnObservation = field(default_factory=TurnObservation)
     skill_steps: list[dict[str, Any]] = field(default_factory=list)
+    tool_call: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.logprobs and len(self.logprobs) != len(self.response_ids):
@@ -119,6 +124,8 @@ class Turn:
                 f"Turn.logprobs has {len(self.logprobs)} entries for {len(self.response_ids)} response ids")
         if not (isinstance(self.skill_steps, list) and all(isinstance(s, dict) for s in self.skill_steps)):
             raise ValueError(f"Turn.skill_steps must be a list of step dicts, got {self.skill_steps!r}")
+        if not isinstance(self.tool_call, dict):
+            raise ValueError(f"Turn.tool_call must be a dict (info['tool']; {{}} = no tool call), got {self.tool_call!r}")
         if not isinstance(self.observation, TurnObservation):
             self.observation = TurnObservation.from_dict(self.observation)
 

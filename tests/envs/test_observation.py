@@ -84,7 +84,7 @@ def test_set_of_mark_drawing():
 def test_spaces():
     space = observation_space(600, 800)
     assert set(space.spaces) == {"screenshot", "url", "title", "goal", "elements_text", "feedback",
-                                 "last_action_error", "tabs", "skills", "step"}
+                                 "last_action_error", "tabs", "skills", "tools", "step"}
     assert space["screenshot"].shape == (600, 800, 3) and space["screenshot"].dtype == np.uint8
     text = AnyText(min_length=0, max_length=5)
     assert text.contains("") and text.contains("é✓中") and not text.contains("toolong") and not text.contains(3)

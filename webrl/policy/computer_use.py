@@ -20,6 +20,7 @@ Verb table (Action <-> arguments):
   goto / back / forward         goto_url {url} / go_back / go_forward
   new_tab / switch_tab / close_tab   new_tab {url?} / switch_tab {tab} / close_tab {tab?}
   skill(name, args)             skill {skill, args?}  (args: an object of string values)
+  tool(name, args)              tool {tool, args?}    (the same shape)
 Element-addressed actions (click(12), hover(12), select, type into element 12, scroll of an
 element) are not expressible: `can_render` says so and `render` raises ValueError.
 """
@@ -29,7 +30,8 @@ import json
 from typing import Any, Optional
 
 from webrl.actions import Action, ActionError, ParseError
-from webrl.policy.formats import SKILL_FIELDS, _integral, _json_call, _tool_call, skill_arguments, skill_from_arguments
+from webrl.policy.formats import (SKILL_FIELDS, TOOL_FIELDS, _integral, _json_call, _tool_call, call_arguments,
+                                  call_from_arguments)
 from webrl.policy.images import ImageGeometry
 
 _CLICKS = {("left", 1): "left_click", ("left", 2): "double_click", ("left", 3): "triple_click",
@@ -45,6 +47,7 @@ _ARGS = {
     "answer": ({"text"}, {"text"}), "terminate": ({"status"}, set()), "goto_url": ({"url"}, {"url"}),
     "go_back": (set(), set()), "go_forward": (set(), set()), "new_tab": ({"url"}, set()),
     "switch_tab": ({"tab"}, {"tab"}), "close_tab": ({"tab"}, set()), "skill": (set(SKILL_FIELDS), {"skill"}),
+    "tool": (set(TOOL_FIELDS), {"tool"}),
 }
 
 
@@ -82,8 +85,8 @@ class ComputerUseFormat:
 
     def _arguments(self, a: Action, g: Optional[ImageGeometry]) -> dict[str, Any]:
         k = a.kind
-        if k == "skill":
-            return skill_arguments(a)
+        if k in ("skill", "tool"):
+            return call_arguments(a)
         if k == "click_at":
             return {"action": _CLICKS[(a.button, a.clicks)], "coordinate": self._point(g, a.x, a.y)}
         if k == "hover_at":
@@ -140,8 +143,8 @@ class ComputerUseFormat:
         return geometry.to_screen(point[0], point[1], self.space)
 
     def _action(self, verb: str, args: dict[str, Any], g: Optional[ImageGeometry]) -> Action:
-        if verb == "skill":
-            return skill_from_arguments(args)
+        if verb in ("skill", "tool"):
+            return call_from_arguments(verb, args)
         if verb in _CLICK_VERBS:
             button, clicks = _CLICK_VERBS[verb]
             return Action.click_at(*self._screen(g, args["coordinate"]), button=button, clicks=clicks)

@@ -20,6 +20,9 @@ at one token (`</tool_call>`) whatever the format. Formats (`make_format(name, f
   `{"action": "skill", "skill": "search_products", "args": {"query": "blue mug"}}`.
 - "compact": the env's compact grammar (`webrl.actions`), e.g. `<tool_call>click(12)</tool_call>`;
   a skill call is `<tool_call>skill("search_products", query="blue mug")</tool_call>`.
+- A tool call (a tool the site exposes, `webrl.envs.tools`) has a skill call's shape in every
+  format: `tool("search_catalog", query="mug")` in "compact" / "pointer", and
+  `{"action": "tool", "tool": "search_catalog", "args": {"query": "mug"}}` in "som" / "computer_use".
 - "pointer": compact with element tokens: the prompt lists `<e12> link "Blog"` and the model
   answers `<tool_call>click(<e12>)</tool_call>`; the model's element pointer scores the listed
   lines for the `<e..>` token (`webrl.models.pointer`). Ids >= POINTER_ELEMENTS stay `[n]` in the
@@ -37,7 +40,7 @@ import json
 import re
 from typing import Any, Optional, Protocol
 
-from webrl.actions import ACTION_KINDS, Action, ActionError, ParseError, format_compact, parse_compact
+from webrl.actions import ACTION_KINDS, CALL_KINDS, Action, ActionError, ParseError, format_compact, parse_compact
 from webrl.policy.images import ImageGeometry
 
 TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
@@ -104,27 +107,31 @@ def _integral(fields: dict[str, Any], names: tuple[str, ...]) -> None:
 
 SKILL_FIELDS = ("skill", "args")
 """The JSON formats' fields of a skill call besides "action": the skill's name, its arguments."""
+TOOL_FIELDS = ("tool", "args")
+"""The same for a tool call: {"action": "tool", "tool": name, "args": {...}}."""
+_CALL_FIELDS = {"skill": SKILL_FIELDS, "tool": TOOL_FIELDS}
 
 
-def skill_arguments(action: Action) -> dict[str, Any]:
-    """A skill `Action` as JSON tool-call arguments (the "som" and "computer_use" shape)."""
-    return {"action": "skill", "skill": action.text, "args": action.args_dict}
+def call_arguments(action: Action) -> dict[str, Any]:
+    """A skill or tool `Action` as JSON tool-call arguments (the "som" and "computer_use" shape):
+    {"action": kind, kind: name, "args": {...}}."""
+    return {"action": action.kind, action.kind: action.text, "args": action.args_dict}
 
 
-def skill_from_arguments(fields: dict[str, Any]) -> Action:
-    """The skill `Action` of JSON arguments {"skill": name, "args": {...}} ("action" removed).
+def call_from_arguments(kind: str, fields: dict[str, Any]) -> Action:
+    """The skill / tool `Action` of JSON arguments {kind: name, "args": {...}} ("action" removed).
     Raises ActionError naming what is wrong."""
-    unknown = sorted(set(fields) - set(SKILL_FIELDS))
+    unknown = sorted(set(fields) - set(_CALL_FIELDS[kind]))
     if unknown:
-        raise ActionError(f'a skill call takes "skill" (the skill\'s name) and "args" (an object of '
+        raise ActionError(f'a {kind} call takes "{kind}" (the {kind}\'s name) and "args" (an object of '
                           f"string values), got {unknown}")
-    name, args = fields.get("skill"), fields.get("args", {})
+    name, args = fields.get(kind), fields.get("args", {})
     if not isinstance(name, str) or not name:
-        raise ActionError('a skill call needs "skill": the skill\'s name as a string')
+        raise ActionError(f'a {kind} call needs "{kind}": the {kind}\'s name as a string')
     if not isinstance(args, dict):
         raise ActionError('"args" must be an object of string values like {"query": "blue mug"}, '
                           f"got {json.dumps(args)}")
-    return Action.skill(name, args)
+    return Action(kind, text=name, args=args)
 
 
 class ActionFormat(Protocol):
@@ -146,8 +153,8 @@ class SetOfMarkFormat:
     tool = "browser"
 
     def render(self, action: Action, geometry: Optional[ImageGeometry] = None) -> str:
-        if action.kind == "skill":
-            return _tool_call(self.tool, skill_arguments(action))
+        if action.kind in CALL_KINDS:
+            return _tool_call(self.tool, call_arguments(action))
         d = action.to_dict()
         return _tool_call(self.tool, {"action": d.pop("kind"), **d})
 
@@ -163,8 +170,8 @@ class SetOfMarkFormat:
             return ParseError(f"unknown action {kind!r}; allowed: {', '.join(ACTION_KINDS)}", text)
         _integral(fields, ("element", "tab", "clicks"))
         try:
-            if kind == "skill":
-                return skill_from_arguments(fields)
+            if kind in CALL_KINDS:
+                return call_from_arguments(kind, fields)
             return Action(kind=kind, **fields)
         except (ActionError, TypeError) as e:
             return ParseError(f"invalid {kind}: {e}", text)

@@ -8,8 +8,8 @@ Layout of a prompt at step t (ChatML, as Qwen2.5-VL / Qwen3-VL read it)::
       user       [screenshot_i if among the last K]  Step i, URL, title (elements optional)
       assistant  turn i's response, rendered per context mode
       tool       feedback of action i (read from observation i+1), or its parse error
-    user       [screenshot_t]  Step t, URL, title, tabs, elements, callable skills and skill guidance
-               (each only when the observation has it)
+    user       [screenshot_t]  Step t, URL, title, tabs, elements, callable skills, skill guidance
+               and the site's tools (each only when the observation has it)
                (+ feedback if turn t-1 is not shown)
     assistant  <- generation starts here
 
@@ -164,6 +164,8 @@ class PromptBuilder:
         self.count_text_tokens = count_text_tokens or (lambda text: len(text) // 3 + 1)
         self.system_prompt = self._system_prompt()
         self.skill_call = self._skill_call()
+        self.tool_call = self._example_call(Action("tool", text="name", args={"param": "value"}),
+                                            'tool("name", param="value")')
 
     def _skill_call(self) -> str:
         """How this format writes a skill call, shown with the callable skills (grounded mode)."""
@@ -172,6 +174,13 @@ class PromptBuilder:
             return self.format.render(example, None) if self.format.can_render(example) else 'skill("name", param="value")'
         except ValueError:
             return 'skill("name", param="value")'
+
+    def _example_call(self, example: Action, fallback: str) -> str:
+        """How this format writes `example` (a skill or tool call), shown with the callable ones."""
+        try:
+            return self.format.render(example, None) if self.format.can_render(example) else fallback
+        except ValueError:
+            return fallback
 
     def _system_prompt(self) -> str:
         template = Template((PROMPT_DIR / f"{self.config.action_format}_{self.config.prompt_version}.txt").read_text())
@@ -229,6 +238,9 @@ class PromptBuilder:
             lines.append(f"Skills (one action runs all of a skill's steps; call one as {self.skill_call}):\n{obs.skills}")
         if current and obs.skill_guidance:
             lines.append(f"Skill guidance (steps that worked on pages like this one):\n{obs.skill_guidance}")
+        if current and obs.tools:
+            lines.append(f"Tools (one action calls a tool of this site and shows its result; call one as "
+                         f"{self.tool_call}):\n{obs.tools}")
         return "\n".join(lines)
 
     def messages(self, request: PolicyRequest, drop: int = 0) -> list[Message]:

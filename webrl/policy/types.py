@@ -37,6 +37,9 @@ class Observation:
     skill_guidance: str = ""
     """Steps of retrieved skills shown as instructions (guided mode, `webrl.skills.guided`); "" = none.
     Both blocks are left out of the prompt when empty, so a prompt without skills is unchanged."""
+    tools: str = ""
+    """Tools the site exposes, callable as one action (the env's `tools` text, `webrl.envs.tools`);
+    "" = none, and the prompt then has no "Tools" block (it is as without tools)."""
 
     @classmethod
     def from_env(cls, obs: dict[str, Any], info: Optional[dict[str, Any]] = None,
@@ -53,7 +56,8 @@ class Observation:
         return cls(goal=str(obs.get("goal", "")), url=str(obs.get("url", "")), title=str(obs.get("title", "")),
                    elements_text=str(obs.get("elements_text", "")), feedback=str(obs.get("feedback", "")),
                    last_action_error=str(obs.get("last_action_error", "")), tabs=str(obs.get("tabs", "")),
-                   step=int(obs.get("step", 0)), screenshot=image, skills=str(obs.get("skills", "") or ""))
+                   step=int(obs.get("step", 0)), screenshot=image, skills=str(obs.get("skills", "") or ""),
+                   tools=str(obs.get("tools", "") or ""))
 
     def to_record(self) -> TurnObservation:
         """`Turn.observation` for this observation: its text fields and the screenshot's size

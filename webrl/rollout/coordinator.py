@@ -314,6 +314,7 @@ class RolloutCoordinator:
             obs = result.observation
             turn.feedback = "\n".join(p for p in (obs.get("feedback", ""), obs.get("last_action_error", "")) if p)
             turn.skill_steps = list((result.info.get("skill") or {}).get("steps", []))  # a skill(...) turn's expansion
+            turn.tool_call = dict(result.info.get("tool") or {})  # a tool(...) turn's record
             history.append(turn)
             if result.terminated or result.truncated:
                 break

@@ -1,12 +1,13 @@
 """Shop routes (Flask blueprint, mounted at /shop): home, search and category listings with
 filters / sorting / pagination, product pages with size and colour variants, cart, checkout
-with validation errors, order confirmation. All state lives in this session's `ShopState`."""
+with validation errors, order confirmation. All state lives in this session's `ShopState`.
+`/shop/api/search?q=` is the JSON behind the `search_catalog` tool (`webrl.envs.tools`)."""
 from __future__ import annotations
 
 import re
 from typing import Optional
 
-from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask import Blueprint, abort, jsonify, redirect, render_template, request, url_for
 
 from webrl.envs.sites.server import current_state
 from webrl.envs.sites.shop.catalog import (CATEGORIES, RATINGS, SORTS, build_catalog, catalog_index,
@@ -15,6 +16,7 @@ from webrl.envs.sites.shop.catalog import (CATEGORIES, RATINGS, SORTS, build_cat
 blueprint = Blueprint("shop", __name__, url_prefix="/shop", template_folder="templates",
                       static_folder="static")
 PAGE_SIZE = 12
+API_RESULTS = 10
 SHIPPING = {"standard": ("Standard (3-5 days)", 4.99), "express": ("Express (1-2 days)", 14.99)}
 CHECKOUT_FIELDS = ("full_name", "email", "address", "city", "postal_code")
 
@@ -79,6 +81,17 @@ def listing(category: str = ""):
                            ratings=RATINGS, min_rating=args.get("min_rating", ""),
                            min_price=args.get("min_price", ""), max_price=args.get("max_price", ""),
                            keep=keep, endpoint=request.path, **_common())
+
+
+@blueprint.get("/api/search")
+def api_search():
+    """The search tool's result: the first API_RESULTS products matching `q` (the listing's own
+    filter, featured order), with their page URLs. Not logged as a listing visit."""
+    query = request.args.get("q", "").strip()
+    items = sort_products(filter_products(list(build_catalog()), query=query), "featured", current_state().seed)
+    return jsonify(query=query, total=len(items), products=[
+        {"name": p.name, "brand": p.brand, "category": p.category, "price": p.price, "rating": p.rating,
+         "url": url_for("shop.product", pid=p.id, _external=True)} for p in items[:API_RESULTS]])
 
 
 @blueprint.get("/p/<int:pid>")

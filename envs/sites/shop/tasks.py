@@ -19,6 +19,7 @@ import random
 from typing import Optional
 
 from webrl.actions import Action
+from webrl.envs.tools import Tool, ToolParam
 from webrl.envs.sites.common import (CheckResult, click, ensure_selected, ensure_value, find, normalize, query_url,
                                      scroll_down, split_of, url_path, url_query)
 from webrl.envs.sites.shop.catalog import (CATEGORIES, SORTS, Product, build_catalog, catalog_index,
@@ -339,3 +340,10 @@ ORACLES = {"open_product": oracle_open_product, "open_category": oracle_open_cat
            "sort_listing": oracle_sort_listing, "search_open": oracle_search_open,
            "add_variant": oracle_add_variant, "best_in_category": oracle_best_in_category,
            "buy_filtered": oracle_buy_filtered, "checkout": oracle_checkout}
+
+
+# -- tools (webrl.envs.tools; shown only with WebEnvConfig.tools="task") -------------------------
+TOOLS = (Tool("search_catalog", "Search the shop's catalogue; returns JSON of up to 10 matching products "
+              "(name, brand, category, price, rating) with their page URLs",
+              params=(ToolParam("query", description="words of the product's name"),),
+              kind="http", url="/shop/api/search?q={query}"),)

@@ -1,13 +1,15 @@
 """Travel routes (Flask blueprint, mounted at /travel): the flight search form (autocomplete
 city fields, a date picker, passenger and cabin dropdowns), results with sorting and
-filters, the booking form with validation, and the confirmation page."""
+filters, the booking form with validation, and the confirmation page. `/travel/api/flights` is
+the JSON behind the `find_flights` tool (`webrl.envs.tools`): city names or codes, a date in any
+form the search form takes."""
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import re
 
-from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask import Blueprint, abort, jsonify, redirect, render_template, request, url_for
 
 from webrl.envs.sites.server import current_state
 from webrl.envs.sites.travel.world import (AIRLINES, CABINS, CITIES, LAST_DAY, SORTS, TODAY, city_label,
@@ -64,6 +66,23 @@ def _query():
     if q["pax"] not in [str(n) for n in range(1, 7)] or q["cabin"] not in CABINS:
         abort(400)
     return q
+
+
+@blueprint.get("/api/flights")
+def api_flights():
+    """Flights of one day between two cities (economy, 1 passenger), departure order, each with
+    its booking page URL; 404 with a reason when a city or the date is not understood."""
+    args = request.args
+    origin, destination, date = resolve_city(args.get("origin", "")), resolve_city(args.get("destination", "")), \
+        parse_date(args.get("date", ""))
+    if origin is None or destination is None or date is None:
+        bad = [k for k, v in (("origin", origin), ("destination", destination), ("date", date)) if v is None]
+        return jsonify(error=f"not understood: {bad}"), 404
+    flights = filter_sort(flights_for(origin, destination, date.isoformat()), sort="departure")
+    return jsonify(origin=origin, destination=destination, date=date.isoformat(), flights=[
+        {"airline": f.airline_name, "number": f.number, "depart": f"{f.depart // 60:02d}:{f.depart % 60:02d}",
+         "duration_min": f.duration, "stops": f.stops, "price_eur": f.price,
+         "url": url_for("travel.book", fid=f.id, pax="1", cabin="economy", _external=True)} for f in flights])
 
 
 @blueprint.get("/flights")

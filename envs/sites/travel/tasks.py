@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 
 from webrl.actions import Action
+from webrl.envs.tools import Tool, ToolParam
 from webrl.envs.sites.common import (CheckResult, click, ensure_selected, ensure_value, find, normalize,
                                      query_url, scroll_down, url_path, url_query)
 from webrl.envs.sites.shop.tasks import FIRST, LAST
@@ -216,3 +217,12 @@ def oracle_search_book(params, obs):
 
 
 ORACLES = {"pick_flight": oracle_pick_flight, "filter_pick": oracle_filter_pick, "search_book": oracle_search_book}
+
+
+# -- tools (webrl.envs.tools; shown only with WebEnvConfig.tools="task") -------------------------
+TOOLS = (Tool("find_flights", "List one day's flights between two cities (economy, 1 passenger) as JSON with "
+              "their booking page URLs",
+              params=(ToolParam("origin", description="city name or code"),
+                      ToolParam("destination", description="city name or code"),
+                      ToolParam("date", description="e.g. 2026-06-14")),
+              kind="http", url="/travel/api/flights?origin={origin}&destination={destination}&date={date}"),)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import random
 
 from webrl.actions import Action
+from webrl.envs.tools import Tool, ToolParam
+from webrl.skills.skill import SkillStep, Target
 from webrl.envs.sites.common import CheckResult, click, ensure_selected, ensure_value, find, scroll_down
 from webrl.envs.sites.widgets.layout import (TEXT_VALUES, finish_layout, in_split,
                                              new_control)
@@ -280,3 +282,10 @@ ORACLES = {"click_button": oracle_click, "click_link": oracle_link, "type_text":
            "set_checkbox": oracle_values, "choose_radio": oracle_values, "choose_option": oracle_values,
            "open_tab": oracle_values, "slider": oracle_values, "submit_values": oracle_submit,
            "tab_button": oracle_tab_button}
+
+
+# -- tools (webrl.envs.tools; shown only with WebEnvConfig.tools="task") -------------------------
+TOOLS = (Tool("fill_field", "Type text into the field with this label, then move the focus on (a macro)",
+              params=(ToolParam("field", description="the field's label"), ToolParam("text")),
+              kind="macro", steps=(SkillStep("type", Target(name="{field}"), text="{text}"),
+                                   SkillStep("press", text="Tab"))),)

@@ -1,10 +1,13 @@
 """Wiki routes (Flask blueprint, mounted at /wiki): main page, search (tolerant of case and
-small typos), category lists and articles with infoboxes, tables and links."""
+small typos), category lists and articles with infoboxes, tables and links. `/wiki/api/search?q=`
+is the JSON behind the `search_articles` tool (`webrl.envs.tools`): titles, URLs and infobox
+facts, so a tool user can answer a fact question without opening the article (a side effect the
+tools benchmark counts)."""
 from __future__ import annotations
 
 import re
 
-from flask import Blueprint, abort, render_template, request
+from flask import Blueprint, abort, jsonify, render_template, request, url_for
 from markupsafe import Markup, escape
 
 from webrl.envs.sites.common import fuzzy_score, normalize
@@ -12,6 +15,7 @@ from webrl.envs.sites.server import current_state
 from webrl.envs.sites.wiki.world import build_world, by_title, slugify
 
 blueprint = Blueprint("wiki", __name__, url_prefix="/wiki", template_folder="templates", static_folder="static")
+API_RESULTS = 5
 KINDS = {"country": "Countries", "city": "Cities", "river": "Rivers", "mountain": "Mountains"}
 
 
@@ -57,6 +61,14 @@ def search():
     current_state().wiki.searches.append(q)
     results = search_articles(q) if q else []
     return render_template("wiki/search.html", results=results[:20], q=q, query=q, plain=plain, kinds=KINDS)
+
+
+@blueprint.get("/api/search")
+def api_search():
+    q = request.args.get("q", "").strip()
+    results = search_articles(q)[:API_RESULTS] if q else []
+    return jsonify(query=q, results=[{"title": a.title, "kind": a.kind, "facts": {k: plain(v) for k, v in a.facts.items()},
+                                      "url": url_for("wiki.article", slug=a.slug, _external=True)} for a in results])
 
 
 @blueprint.get("/category/<kind>")

@@ -18,6 +18,7 @@ import random
 from functools import lru_cache
 
 from webrl.actions import Action
+from webrl.envs.tools import Tool, ToolParam
 from webrl.envs.sites.common import CheckResult, answer_matches, click, find, scroll_down, url_path, url_query
 from webrl.envs.sites.wiki.world import Article, build_world
 
@@ -228,3 +229,9 @@ def oracle_visit(params, obs):
 
 
 ORACLES = {"answer": oracle_answer, "visit": oracle_visit}
+
+
+# -- tools (webrl.envs.tools; shown only with WebEnvConfig.tools="task") -------------------------
+TOOLS = (Tool("search_articles", "Search the wiki; returns JSON of up to 5 matching articles with their "
+              "infobox facts and URLs", params=(ToolParam("query", description="words of the title"),),
+              kind="http", url="/wiki/api/search?q={query}"),)

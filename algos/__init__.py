@@ -23,7 +23,8 @@ from .aggregation import LOSS_AGGREGATIONS, LossScale, aggregate, aggregate_samp
 from .losses import (KL_ESTIMATORS, POLICY_LOSSES, PolicyLoss, PolicyLossConfig, clipped_value_loss, kl_k1, kl_k2,
                      kl_k3, ppo_clip_loss, truncated_is_weights, vanilla_policy_loss)
 from .objectives import (OBJECTIVES, AdvantageResult, BatchExtras, GRPOConfig, LearnerOutputs, PPOConfig,
-                         full_batch_scale, group_advantages, grpo, kl_reward_penalty, ppo, ppo_advantages, sft)
+                         full_batch_scale, group_advantages, grpo, kl_reward_penalty, kl_shaped_advantages, ppo,
+                         ppo_advantages, sft)
 from .sft import SFTConfig, ReasoningMixSampler, action_char_spans, action_token_weights, spans_to_token_mask, strip_reasoning
 from .step_advantages import (StepAdvantageConfig, combine_advantages, discounted_step_returns, normalize_url,
                               state_key, state_similarity, step_advantages, step_group_metrics, step_groups,
@@ -37,7 +38,8 @@ __all__ = [
     "KL_ESTIMATORS", "POLICY_LOSSES", "PolicyLoss", "PolicyLossConfig", "clipped_value_loss", "kl_k1", "kl_k2",
     "kl_k3", "ppo_clip_loss", "truncated_is_weights", "vanilla_policy_loss",
     "OBJECTIVES", "AdvantageResult", "BatchExtras", "GRPOConfig", "LearnerOutputs", "PPOConfig",
-    "full_batch_scale", "group_advantages", "grpo", "kl_reward_penalty", "ppo", "ppo_advantages", "sft",
+    "full_batch_scale", "group_advantages", "grpo", "kl_reward_penalty", "kl_shaped_advantages", "ppo",
+    "ppo_advantages", "sft",
     "SFTConfig", "ReasoningMixSampler", "action_char_spans", "action_token_weights", "spans_to_token_mask",
     "strip_reasoning",
     "StepAdvantageConfig", "combine_advantages", "discounted_step_returns", "normalize_url", "state_key",

@@ -160,8 +160,9 @@ class PolicyLossConfig:
     kl_estimator: str = "k3"
     """One of KL_ESTIMATORS: "k1", "k2", "k3"."""
     kl_mode: str = "loss"
-    """"loss": kl_coef * KL is added to the loss; "reward": it is subtracted from the rewards
-    before advantages are computed (the loss then has no KL term)."""
+    """"loss": kl_coef * KL is added to the loss; "reward": a KL penalty instead, the loss then has
+    no KL term (GRPO: the per-token KL comes off the group-normalised advantage,
+    `objectives.kl_shaped_advantages`; PPO: each turn's summed KL comes off its reward before GAE)."""
     entropy_coef: float = 0.0
     """Entropy bonus weight: the loss gets -entropy_coef * aggregated entropy."""
     aggregation: str = "token-mean"

@@ -28,6 +28,7 @@ policy term only.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Optional
 
@@ -46,7 +47,8 @@ from .step_advantages import StepAdvantageConfig
 
 __all__ = [
     "OBJECTIVES", "GRPOConfig", "PPOConfig", "SFTConfig", "LearnerOutputs", "BatchExtras", "AdvantageResult",
-    "grpo", "ppo", "sft", "group_advantages", "ppo_advantages", "kl_reward_penalty", "full_batch_scale",
+    "grpo", "ppo", "sft", "group_advantages", "ppo_advantages", "kl_reward_penalty", "kl_shaped_advantages",
+    "full_batch_scale",
 ]
 
 
@@ -220,11 +222,42 @@ def full_batch_scale(batch: Batch, config: Any, extras: Optional[BatchExtras] = 
                       constant=loss_cfg.aggregation_constant)
 
 
+def kl_shaped_advantages(advantages: Tensor, logprobs: Tensor, ref_logprobs: Tensor, loss_mask: Tensor, *,
+                         kl_coef: float, estimator: str = "k1") -> Tensor:
+    """(B, T) advantages - kl_coef * KL_t, detached, 0 off the mask: GRPO's kl_mode="reward".
+
+    logprobs: (B, T) log-probs of the policy that the update starts from (the sampling policy);
+    ref_logprobs: (B, T) the frozen reference's. KL_t is the per-token estimate
+    KL_ESTIMATORS[estimator](logprobs, ref_logprobs): a fixed penalty, like a reward."""
+    mask = loss_mask.bool()
+    kl = KL_ESTIMATORS[estimator](_zero(logprobs, mask), _zero(ref_logprobs, mask)).detach()  # (B, T)
+    return torch.where(mask, advantages - kl_coef * kl, torch.zeros_like(advantages))
+
+
 def grpo(outputs: LearnerOutputs, batch: Batch, config: GRPOConfig, *, extras: Optional[BatchExtras] = None,
          scale: Optional[LossScale] = None) -> tuple[Tensor, dict[str, float]]:
-    """GRPO loss on turn samples whose advantages are already in batch.advantages."""
+    """GRPO loss on turn samples whose advantages are already in batch.advantages.
+
+    kl_mode="reward" (kl_coef > 0): the per-token KL of the start-of-update policy (proximal
+    log-probs when given, else the rollout's) to the reference is subtracted from the broadcast,
+    group-normalised advantage (`kl_shaped_advantages`), as verl subtracts it from its token-level
+    rewards. Why after the group normalisation and not as a sequence KL taken from the trajectory
+    reward before it: the group baseline would cancel whatever drift the G samples share (a group
+    that all moved away from the reference pays nothing) and divide the rest by the outcome
+    rewards' std; per token and after, the penalty keeps its absolute size and lands on the tokens
+    that drifted. `group_advantages(kl_penalty=...)` keeps the sequence form for callers that want it.
+    """
+    extras = extras or BatchExtras()
     scale = full_batch_scale(batch, config) if scale is None else scale
-    return _policy_terms(outputs, batch, config.loss, extras or BatchExtras(), scale)
+    loss_cfg = config.loss
+    if loss_cfg.kl_mode == "reward" and loss_cfg.kl_coef > 0:
+        if batch.ref_logprobs is None:
+            raise ValueError("kl_coef > 0 with kl_mode='reward' needs batch.ref_logprobs (B, T)")
+        start = batch.old_logprobs if extras.proximal_logprobs is None else extras.proximal_logprobs
+        shaped = kl_shaped_advantages(batch.advantages, start, batch.ref_logprobs, batch.loss_mask,
+                                      kl_coef=loss_cfg.kl_coef, estimator=loss_cfg.kl_estimator)
+        batch = dataclasses.replace(batch, advantages=shaped)
+    return _policy_terms(outputs, batch, loss_cfg, extras, scale)
 
 
 def ppo(outputs: LearnerOutputs, batch: Batch, config: PPOConfig, *, extras: Optional[BatchExtras] = None,

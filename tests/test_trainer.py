@@ -45,18 +45,24 @@ def test_trainer_config_errors_name_the_key():
      r"rollout.server.max_concurrency=32 exceeds inference.max_batch_size=16"),
     (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "rollout.server.api_key_env=WEBRL_NO_SUCH_KEY"],
      r"rollout.server.api_key_env='WEBRL_NO_SUCH_KEY' names an environment variable that is not set"),
+    (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "policy.wrappers=[loci]"],
+     r"policy.wrappers=\['loci'\] are not built around a server engine"),
+    (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "generator.sparse_prefill=auto"],
+     r"generator.sparse_prefill runs in the in-process model's prefill"),
     (["rollout.inference_timeout_s=900"], r"rollout.inference_timeout_s \(900.0\) must be below rollout.trajectory_timeout_s"),
     (["rollout.balanced.min_group=3"], r"rollout.balanced=.* has no effect.*rollout.balanced.enabled is false"),
     (["rollout.balanced.enabled=true", "rollout.group_size=20"],
      r"rollout.group_size=20 must lie in \[rollout.balanced.min_group, rollout.balanced.max_group\] = \[2, 16\]"),
+    # kl_mode=reward works with a reference (tests/learner/test_kl_reward.py); without one it is refused
     (["learner.objective=ppo", "learner.value_head=true", "learner.ppo.loss.kl_mode=reward",
-      "learner.ppo.loss.kl_coef=0.1", "learner.reference=copy"],
-     r"learner.ppo.loss.kl_mode='reward' has no effect"),
+      "learner.ppo.loss.kl_coef=0.1"],
+     r"learner.ppo.loss.kl_mode='reward' has no effect.*learner.reference=none"),
     (["learner.grpo.loss.kl_mode=reward", "learner.grpo.loss.kl_coef=0.1"],
-     r"learner.grpo.loss.kl_mode='reward' has no effect.*the advantage stage takes no KL penalty"),
-    (["sft.learner.sft.action_weight=2.0"], r"sft.learner.sft.action_weight=2.0 has no effect.*builds no action masks"),
-    (["sft.learner.sft.coordinate_factor=3.0"], r"sft.learner.sft.coordinate_factor=3.0 has no effect"),
-    (["sft.learner.sft.direct_fraction=0.5"], r"sft.learner.sft.direct_fraction=0.5 has no effect"),
+     r"learner.grpo.loss.kl_mode='reward' has no effect.*no reference to take a KL to"),
+    # sft.learner.sft.action_weight / coordinate_factor now act (tests/recipes/test_action_aware_sft.py);
+    # direct_fraction is refused only where the demonstrations cannot hold reasoning
+    (["sft.learner.sft.direct_fraction=0.5"],
+     r"sft.learner.sft.direct_fraction=0.5 has no effect.*oracle demonstrations have no reasoning"),
     (["sft.learner.consistency.every=1"], r"sft.learner.consistency=.* has no effect.*demonstrations carry no rollout"),
 ])
 def test_settings_the_run_would_ignore_are_refused(overrides, message):
@@ -362,3 +368,4 @@ def test_ppo_runs_the_loop_and_a_resumed_run_ends_with_the_uninterrupted_weights
     assert any("value_head" in name for name in states[0])
     for name, tensor in states[0].items():
         assert torch.equal(states[1][name], tensor), name
+

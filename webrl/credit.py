@@ -21,12 +21,19 @@ dispatches its estimators.
   `gae_stage` at the start of each update, on the same forward pass that gives the proximal
   log-probs, so PPO costs no extra pass when ppo_epochs x mini_batches > 1.
 
+KL trust region in the rewards (`loss.kl_mode="reward"`, needs `learner.reference`): the KL to
+the frozen reference needs the reference's log-probs, which only the learner has, so it enters
+after this stage. PPO: each turn's KL (start-of-update policy vs reference, summed over its
+tokens) comes off the turn reward before GAE (`gae_stage(kl_penalty=...)`). GRPO: the per-token
+KL comes off the group-normalised advantage inside the objective (`algos.objectives.grpo`,
+which says why it is after the normalisation).
+
 No Ray, no model, no I/O: a test builds trajectories by hand and checks the samples.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -104,19 +111,24 @@ def ppo_stage(trajectories: Sequence[Trajectory], config: Any) -> tuple[list, di
     return samples, metrics
 
 
-def gae_stage(samples: Sequence[Any], values: Sequence[float], config: Any) -> tuple[list, dict[str, float]]:
+def gae_stage(samples: Sequence[Any], values: Sequence[float], config: Any,
+              kl_penalty: Optional[Sequence[float]] = None) -> tuple[list, dict[str, float]]:
     """PPO, value part: turn-level GAE over each trajectory's turn samples.
 
     samples: (S,) `LearnerSample`s in trajectory order, turns in time order (what `ppo_stage`
     gives), with `reward` set; values: (S,) V(s_t) of the weights about to be updated, at each
-    turn's last prompt token. Returns the samples with advantage (whitened over the S samples
-    when config.whiten_advantages), old_value = V(s_t) and value_return = A_t + V(s_t) (before
-    whitening), and the estimator's metrics.
+    turn's last prompt token; kl_penalty: (S,) each turn's KL to the reference summed over its
+    response tokens, or None. With config.loss.kl_mode="reward" the turn reward becomes
+    r_t - kl_coef * kl_t before GAE (the InstructGPT / verl placement). Returns the samples with
+    advantage (whitened over the S samples when config.whiten_advantages), old_value = V(s_t) and
+    value_return = A_t + V(s_t) (before whitening), and the estimator's metrics.
     """
     from webrl.algos import ppo_advantages
 
     if len(values) != len(samples):
         raise ValueError(f"gae_stage got {len(values)} values for {len(samples)} samples")
+    if kl_penalty is not None and len(kl_penalty) != len(samples):
+        raise ValueError(f"gae_stage got {len(kl_penalty)} KL penalties for {len(samples)} samples")
     if not samples:
         return [], {}
     last: dict[int, int] = {}
@@ -128,7 +140,10 @@ def gae_stage(samples: Sequence[Any], values: Sequence[float], config: Any) -> t
     rewards = torch.tensor([s.reward for s in samples], dtype=torch.float64)  # (S,)
     v = torch.tensor([float(x) for x in values], dtype=torch.float64)  # (S,)
     trajectory = torch.tensor([s.trajectory_index for s in samples])  # (S,)
-    advantages, returns, metrics = ppo_advantages(rewards, v, trajectory, config)
+    kl = None if kl_penalty is None else torch.tensor([float(x) for x in kl_penalty], dtype=torch.float64)  # (S,)
+    advantages, returns, metrics = ppo_advantages(rewards, v, trajectory, config, kl_penalty=kl)
+    if kl is not None:
+        metrics["kl_penalty_mean"] = float(kl.mean())
     out = [dataclasses.replace(s, advantage=float(a), old_value=float(x), value_return=float(r))
            for s, a, x, r in zip(samples, advantages.tolist(), v.tolist(), returns.tolist())]
     return out, metrics

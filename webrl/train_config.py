@@ -173,7 +173,8 @@ def _sft_learner() -> LearnerConfig:
 
     from webrl.algos import SFTConfig
 
-    # uniform cross-entropy: action-aware weights need masks the SFT stage does not build yet
+    # uniform cross-entropy by default (the shipped recipe's loss); the SFT stage builds the action
+    # masks and the reasoning mix, so action_weight / coordinate_factor / direct_fraction act when set
     return LearnerConfig(objective="sft", optim=OptimConfig(lr=1e-3),
                          sft=SFTConfig(action_weight=1.0, coordinate_factor=1.0, direct_fraction=0.0))
 
@@ -196,17 +197,42 @@ class SFTStageConfig:
     turns, then 8 over levels 0-1 (levels from each demonstration's task). Empty = `epochs`
     passes over all demonstrations. A decaying LR schedule spans all phases."""
     learner: LearnerConfig = field(default_factory=lambda: _sft_learner())
-    """Learner settings of the SFT stage (its objective is sft; lr 1e-3 suits tiny models)."""
+    """Learner settings of the SFT stage (its objective is sft; lr 1e-3 suits tiny models).
+    sft.learner.sft: action_weight / coordinate_factor weight the action and coordinate tokens
+    (GUI-Libra: 2 and 2), direct_fraction repeats that share of reasoning turns as direct actions
+    (GUI-Libra: 1.0); the defaults (1, 1, 0) are uniform cross-entropy."""
+    data: list[str] = field(default_factory=list)
+    """Offline datasets added to the demonstrations, each "FORMAT:PATH" or "PATH" (format
+    guessed), loaded with `webrl.datasets.load_offline`; their conversion reports are logged."""
 
     def __post_init__(self) -> None:
         if self.demos < 0 or self.epochs < 1 or self.batch_size < 1:
             raise ConfigError("sft.demos must be >= 0, sft.epochs and sft.batch_size >= 1")
+        for i, spec in enumerate(self.data):
+            self._check_data_spec(i, spec)
         for phase in self.curriculum:
             if len(phase) != 2 or int(phase[0]) < 0 or int(phase[1]) < 1:
                 raise ConfigError(f"sft.curriculum entries are [max_level, epochs] with max_level >= 0 "
                                   f"and epochs >= 1, got {list(phase)!r}")
         if self.learner.objective != "sft":
             raise ConfigError(f"sft.learner.objective must be 'sft', got {self.learner.objective!r}")
+
+    @staticmethod
+    def _check_data_spec(i: int, spec: Any) -> None:
+        """sft.data[i]: a non-empty string whose FORMAT (before the first ':', when it names no
+        existing path) is one `webrl.datasets` knows, when that module lists its FORMATS; without
+        them the format is checked when the data is loaded (`webrl.recipes.sft.offline_trajectories`)."""
+        if not isinstance(spec, str) or not spec.strip():
+            raise ConfigError(f"sft.data[{i}] must be a non-empty 'FORMAT:PATH' or 'PATH' string, got {spec!r}")
+        head, sep, _ = spec.partition(":")
+        if not sep or os.path.exists(spec) or len(head) == 1:  # a bare path (or a Windows drive letter)
+            return
+        try:
+            from webrl.datasets import FORMATS
+        except ImportError:
+            return
+        if head not in FORMATS:
+            raise ConfigError(f"sft.data[{i}]={spec!r}: unknown format {head!r}; allowed: {sorted(FORMATS)}")
 
 
 @dataclass
@@ -343,14 +369,14 @@ RL_OBJECTIVES = ("grpo", "ppo")
 
 def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
     """(key, value, why) of every setting the config accepts but the run would ignore."""
-    from webrl.algos import GRPOConfig, PPOConfig, SFTConfig
+    from webrl.algos import GRPOConfig, PPOConfig
 
     out = []
     learner = config.learner
     loss = learner.objective_config.loss
-    if loss.kl_mode == "reward" and loss.kl_coef > 0:
-        out.append((f"learner.{learner.objective}.loss.kl_mode", "reward", "the advantage stage takes no KL "
-                    "penalty; use kl_mode=loss with learner.reference=copy"))
+    if loss.kl_mode == "reward" and loss.kl_coef > 0 and learner.reference == "none":
+        out.append((f"learner.{learner.objective}.loss.kl_mode", "reward", "with learner.reference=none there "
+                    "is no reference to take a KL to; set learner.reference=copy (or snapshot)"))
     for name, default in (("grpo", GRPOConfig()), ("ppo", PPOConfig())):
         if name != learner.objective and getattr(learner, name) != default:
             out.append((f"learner.{name}", getattr(learner, name), f"learner.objective is {learner.objective!r}; "
@@ -363,12 +389,10 @@ def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
     if not balanced.enabled and balanced != BalancedRolloutConfig():
         out.append(("rollout.balanced", balanced, "rollout.balanced.enabled is false; set it true or leave the "
                     "other rollout.balanced keys at their defaults"))
-    neutral = SFTConfig(action_weight=1.0, coordinate_factor=1.0, direct_fraction=0.0)
-    for name in ("action_weight", "coordinate_factor", "direct_fraction"):
-        value = getattr(config.sft.learner.sft, name)
-        if value != getattr(neutral, name):
-            out.append((f"sft.learner.sft.{name}", value, "the SFT stage builds no action masks and no "
-                        "reasoning mix, so its loss is uniform cross-entropy"))
+    direct_fraction = config.sft.learner.sft.direct_fraction
+    if direct_fraction > 0 and not config.sft.data and not config.sft.demos_dir:
+        out.append(("sft.learner.sft.direct_fraction", direct_fraction, "recorded oracle demonstrations have no "
+                    "reasoning to strip; it acts on reasoning turns from sft.data or sft.demos_dir"))
     from webrl.learner.consistency import ConsistencyConfig
 
     if config.sft.learner.consistency != ConsistencyConfig():
@@ -380,9 +404,13 @@ def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
 def _check_server_engine(config: WebRLConfig) -> None:
     """What rollout.engine=server cannot do: hidden-state policy wrappers, GPUs in the inference
     workers (the servers hold them), several rollout workers reloading the same servers."""
-    if config.policy.wrappers:
-        raise ConfigError(f"policy.wrappers={config.policy.wrappers} needs the model's hidden states, which an "
-                          f"inference server does not return; use rollout.engine=transformers or policy.wrappers=[]")
+    if config.policy.wrappers:  # LOCI and the cascade read hidden states; the server engine builds no stack
+        raise ConfigError(f"policy.wrappers={config.policy.wrappers} are not built around a server engine (the cascade "
+                          f"and LOCI need the model's hidden states, which an inference server does not return); use "
+                          f"rollout.engine=transformers or policy.wrappers=[]")
+    if config.generator.sparse_prefill:
+        raise ConfigError("generator.sparse_prefill runs in the in-process model's prefill; with rollout.engine=server "
+                          "the server does its own prefill: leave generator.sparse_prefill empty")
     if config.resources.gpus_per_inference_worker:
         raise ConfigError("resources.gpus_per_inference_worker must be 0 with rollout.engine=server (the servers "
                           "hold the GPUs; the inference worker only sends requests)")

@@ -279,7 +279,9 @@ class LearnerGroup:
     def _prepare(self, samples: list[LearnerSample]) -> tuple[list[LearnerSample], dict[str, float]]:
         """Attach reference log-probs (KL), proximal log-probs (several steps or TIS) and, for
         PPO, old values with GAE advantages and returns; the rollout-vs-learner mismatch metrics
-        of the start-of-update log-probs, when computed.
+        of the start-of-update log-probs, when computed. PPO with kl_mode="reward" takes each
+        turn's KL to the reference off its reward before GAE (`webrl.credit.gae_stage`); GRPO's
+        reward-mode KL is applied per token by the objective.
 
         Off-policy semantics: one optimizer step without tis_cap takes the ratio against the
         rollout's log-probs; otherwise against the proximal ones (the learner at the start of the
@@ -311,9 +313,27 @@ class LearnerGroup:
         if proximal:
             samples = [dataclasses.replace(s, proximal_logprobs=p) for s, p in zip(samples, prox)]
         if values:
-            samples, gae = gae_stage(samples, start.values, self.config.ppo)
+            kl = self._turn_kl(samples, prox) if loss.kl_mode == "reward" and loss.kl_coef > 0 else None
+            samples, gae = gae_stage(samples, start.values, self.config.ppo, kl_penalty=kl)
             metrics.update(gae)
         return samples, metrics
+
+    def _turn_kl(self, samples: Sequence[LearnerSample], start: Sequence[list[float]]) -> list[float]:
+        """(S,) per turn sample: KL of the start-of-update policy to the reference, summed over
+        the response tokens (`algos.kl_reward_penalty`), for PPO's kl_mode="reward"."""
+        import torch
+
+        from webrl.algos import kl_reward_penalty
+
+        if self.config.reference == "none":
+            raise ValueError("kl_mode='reward' with kl_coef > 0 needs LearnerConfig.reference 'copy' or 'snapshot'")
+        estimator = self.config.objective_config.loss.kl_estimator
+        out = []
+        for s, logprobs in zip(samples, start):
+            ones = torch.ones(1, len(logprobs))
+            out.append(float(kl_reward_penalty(torch.tensor([logprobs]), torch.tensor([s.ref_logprobs]), ones,
+                                               estimator=estimator)[0]))
+        return out
 
     def _optimizer_step(self, samples: Sequence[LearnerSample]) -> dict[str, float]:
         batch, extras = scale_batch(samples)

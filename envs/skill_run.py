@@ -211,7 +211,7 @@ def run_skill(action: Action, library: Optional[SkillLibrary], steps: SkillSteps
         where = f"skill {skill.name}: step {b.index + 1}/{run.total} ({step_label(b.step)})"
         element = None
         if b.step.target is not None:
-            element = resolve_target(b.step.target, steps.elements())
+            element = resolve_target(b.step.target, steps.elements(), kind=b.step.kind)
             if element is None:
                 record.error = TARGET_MISSING
                 run.error = f"{where}: {TARGET_MISSING}"

@@ -118,3 +118,11 @@ def test_the_query_part_of_a_pattern_is_its_own_glob():
     assert url_matches("/shop/search?q=*", "http://127.0.0.1:9/shop/search?q=mug")
     assert not url_matches("/shop/search?q=*", "http://127.0.0.1:9/shop/searchXq=1")
     assert not url_matches("/shop/search?q=*", "http://127.0.0.1:9/shop/search?page=2")
+
+
+def test_a_type_step_without_a_role_prefers_the_field_over_its_label():
+    label = {"id": 3, "bbox": [0, 0, 5, 5], "role": "label", "tag": "label", "name": "Email"}
+    field = {"id": 4, "bbox": [0, 9, 5, 5], "role": "textbox", "tag": "input", "name": "Email"}
+    assert resolve_target(Target(name="Email"), [label, field]) == 3             # a click would take the label
+    assert resolve_target(Target(name="Email"), [label, field], kind="type") == 4
+    assert resolve_target(Target(name="Email"), [label], kind="type") == 3         # no field: as before

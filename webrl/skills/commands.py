@@ -139,7 +139,7 @@ class WebEnvReplay:
         for b in bound:
             element: Optional[int] = None
             if b.step.target is not None:
-                element = resolve_target(b.step.target, info.get("elements") or [])
+                element = resolve_target(b.step.target, info.get("elements") or [], kind=b.step.kind)
                 if element is None:
                     return self._fail(f"step {b.index + 1}: no {b.step.target.describe()} on {obs.get('url')}")
             obs, reward, terminated, truncated, info = self.env.step(b.step.action(element))

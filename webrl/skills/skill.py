@@ -364,13 +364,24 @@ def _role_of(element: Mapping[str, Any]) -> set[str]:
     return {_norm(element.get("role")), _norm(element.get("tag"))} - {""}
 
 
-def resolve_target(target: Target, elements: Sequence[Mapping[str, Any]]) -> Optional[int]:
+EDITABLE_ROLES = ("textbox", "searchbox", "spinbutton", "combobox", "input", "textarea")
+"""Roles (and tags) a `type` step can type into."""
+
+
+def resolve_target(target: Target, elements: Sequence[Mapping[str, Any]], kind: str = "") -> Optional[int]:
     """The Set-of-Mark id of the element `target` describes, or None.
 
     elements: the env's element dicts (`info["elements"]` or `turn.observation.elements`: id, role,
     tag, name, in_viewport). Rank: exact name > prefix > substring (a target without a name takes
-    the first element of its role); in-viewport first, then document order.
+    the first element of its role); in-viewport first, then document order. kind: the step's
+    action kind; a `type` step whose target names no role looks among EDITABLE_ROLES first (a
+    field's <label> carries the same name as the field).
     """
+    if kind == "type" and not target.role:
+        editable = [e for e in elements if _role_of(e) & set(EDITABLE_ROLES)]
+        found = resolve_target(target, editable)
+        if found is not None:
+            return found
     role, name = _norm(target.role), _norm(target.name)
     best: Optional[tuple[int, int, int]] = None
     for order, e in enumerate(elements):

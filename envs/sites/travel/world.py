@@ -110,9 +110,25 @@ MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augus
           "october", "november", "december")
 
 
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
 def parse_date(text: str) -> Optional[dt.date]:
-    """YYYY-MM-DD, DD/MM/YYYY, "14 June 2026" or "June 14, 2026"."""
+    """YYYY-MM-DD, DD/MM/YYYY, "14 June 2026", "June 14, 2026", and the goals' year-less forms
+    "June 14" / "Sunday 14 June" (a leading weekday is ignored; the year is the first one that
+    puts the day on or after TODAY, as every task's date is)."""
     text = (text or "").strip().lower().replace(",", " ")
+    parts = text.split()
+    if parts and parts[0] in WEEKDAYS:
+        parts = parts[1:]
+    if len(parts) == 2 and (parts[0] in MONTHS) != (parts[1] in MONTHS):
+        month, day = (parts[0], parts[1]) if parts[0] in MONTHS else (parts[1], parts[0])
+        try:
+            date = dt.date(TODAY.year, MONTHS.index(month) + 1, int(day))
+            return date if date >= TODAY else date.replace(year=TODAY.year + 1)
+        except ValueError:
+            return None
+    text = " ".join(parts)
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
             return dt.date.fromisoformat(text)

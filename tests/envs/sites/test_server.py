@@ -109,6 +109,10 @@ def test_date_parsing_by_hand():
     assert str(parse_date("2026-07-14")) == str(parse_date("14/07/2026")) == str(parse_date("July 14, 2026")) \
         == "2026-07-14"
     assert parse_date("31 June 2026") is None and parse_date("soon") is None
+    # the goals' year-less phrases (travel/tasks.py _date_phrase): the year that puts the day on or after
+    # TODAY (2026-06-01), so 14 July is 2026 and 3 March is 2027
+    assert str(parse_date("July 14")) == str(parse_date("Tuesday 14 July")) == "2026-07-14"
+    assert str(parse_date("March 3")) == "2027-03-03" and parse_date("July 32") is None
 
 
 def test_wiki_search_and_article(app):

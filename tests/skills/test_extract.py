@@ -224,3 +224,13 @@ def test_literal_element_names_with_braces_stay_literal():
     [skill] = extract_skills(trajs, ExtractionConfig(min_support=2, max_len=4)).skills
     click = [b.step for b in skill.bind({"search_products": "tea"}) if b.step.kind == "click"][0]
     assert click.target.name == "Search {beta}"
+
+
+def test_names_the_goals_give_stay_a_parameter_even_when_they_share_a_first_word():
+    """"Sonora Orbit ..." and "Sonora Canyon ..." are each named by their task: the link is a
+    parameter, not the literal prefix "Sonora" (which would click whichever Sonora link is first)."""
+    two = [search_then_open("shop/a", "sonora orbit", "Sonora Orbit Wireless Headphones", 1),
+           search_then_open("shop/b", "sonora canyon", "Sonora Canyon Studio Headphones", 2)]
+    [skill] = extract_skills(two, ExtractionConfig()).skills
+    link = skill.steps[-1].target
+    assert link.role == "link" and link.name.startswith("{") and "element" in skill.signature()

@@ -291,12 +291,12 @@ def abstract(occurrences: Sequence[Occurrence]) -> Skill:
         target = None
         if first.role is not None:
             names = tuple(s.name for s in column)
+            in_goal = all(_norm(n) in g for n, g in zip(names, goals))
             if len({_norm(n) for n in names}) == 1:
                 target = Target(first.role, _escape(first.name))
-            elif _common_prefix(names):
+            elif _common_prefix(names) and not in_goal:  # the task names each element: a parameter
                 target = Target(first.role, _escape(_common_prefix(names)))
             else:
-                in_goal = all(_norm(n) in g for n, g in zip(names, goals))
                 pname = params.get(names, "element", _slug(first.role, "element"),
                                    f"name of the {first.role}" + (" named in the task" if in_goal else " to use"))
                 target = Target(first.role, "{" + pname + "}")

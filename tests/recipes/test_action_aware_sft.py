@@ -167,3 +167,24 @@ def test_sft_data_unknown_format_fails_at_config_time(fake_datasets):
         load_config(WebRLConfig, None, ["sft.data=[gui361:/d/a]"])
     with pytest.raises(ConfigError, match=r"sft.data\[0\] must be a non-empty"):
         load_config(WebRLConfig, None, ["sft.data=['']"])
+
+
+@pytest.mark.slow
+def test_sft_data_through_the_real_readers_answers_in_the_policys_format(tmp_path, pointer_policy):
+    """sft.data with the real webrl.datasets: an OpenWebRL file's tool calls become pointer-format
+    targets for the pointer policy (not the converter's compact text), and every SFT sample parses
+    back to its turn's action."""
+    from tests.datasets.test_openwebrl import write_released
+
+    path = write_released(tmp_path)
+    logged = []
+    trajs = offline_trajectories([f"openwebrl:{path}"], logged.append, builder=pointer_policy.builder)
+    assert logged[0]["stage"] == "sft_dataset" and logged[0]["skipped"]  # call_user is reported, not mapped
+    samples = [s for t in trajs for s in sft_samples_from_trajectory(t, pointer_policy)]
+    assert samples
+    fmt = pointer_policy.builder.format
+    for traj in trajs:
+        for turn in traj.turns:
+            if turn.response_text:
+                assert turn.response_text.startswith("<tool_call>") and "<think>" not in turn.response_text
+                assert fmt.parse(turn.response_text, None) == turn.action

@@ -71,3 +71,23 @@ def test_task_sources_file_and_registered_env(tmp_path):
         task_sources(load_config(WebRLConfig, "smoke", ["tasks.source=env", "tasks.env_id=webrl-test-bare"]).tasks)
 
 
+
+
+def test_a_synth_tasks_file_is_a_task_source_and_evaluation_takes_each_task_once(tmp_path):
+    import numpy as np
+
+    from webrl.synth.tasks import SynthTask, write_tasks
+    from webrl.task_sources import draw_tasks, task_sources
+
+    site = "http://127.0.0.1:9000"
+    write_tasks(tmp_path / "tasks.jsonl", [
+        SynthTask("synth/item/000", 'Open the page of "Blue Mug".', f"{site}/shop/", "item",
+                  {"kind": "url_contains", "value": "/shop/p/12"}),
+        SynthTask("synth/action/000", 'Add "Blue Mug" to the cart.', f"{site}/shop/p/12", "action", None)])
+    cfg = load_config(WebRLConfig, "smoke", ["tasks.source=file", f"tasks.file={tmp_path / 'tasks.jsonl'}",
+                                             "tasks.file_format=synth"])
+    train, held_out = task_sources(cfg.tasks)
+    assert [t.spec.id for t in draw_tasks(held_out, np.random.default_rng(0), 5, in_order=True)] == [
+        "synth/item/000", "synth/action/000"]
+    assert {t.spec.start_url for t in draw_tasks(train, np.random.default_rng(0), 6)} <= {
+        f"{site}/shop/", f"{site}/shop/p/12"}

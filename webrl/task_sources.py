@@ -3,7 +3,8 @@
     sandbox   SandboxTaskSource, train split for training, `tasks.eval_split` for eval (test:
               unseen entities; train: fresh seeds over the training entities)
     miniwob   MiniWoBTaskSource over `tasks.miniwob` names (fresh seeds; eval draws other seeds)
-    file      a live-web tasks file (envs/loaders.py): both draw from it; eval takes the file's
+    file      a live-web tasks file (envs/loaders.py), or with `tasks.file_format=synth` the
+              tasks.jsonl of `webrl synth` (webrl.synth): both draw from it; eval takes the file's
               first `tasks.eval_tasks` tasks in order, each once (a benchmark run, not a sample)
     env       a registered env name (`ray.tune.registry.register_env` or a Gymnasium id): the
               env's own `tasks` source, for training and evaluation alike
@@ -51,6 +52,12 @@ def task_sources(tasks: TasksConfig, max_steps: int = 30) -> tuple[Any, Any]:
         from webrl.envs.miniwob import MiniWoBTaskSource
 
         source = MiniWoBTaskSource(names=tuple(tasks.miniwob))
+        return source, source
+    if tasks.source == "file" and tasks.file_format == "synth":
+        from webrl.envs.loaders import LiveWebTaskSource
+        from webrl.synth import load_synth_tasks
+
+        source = LiveWebTaskSource(load_synth_tasks(tasks.file))  # a fixed list: eval takes each once
         return source, source
     if tasks.source == "file":
         from webrl.envs.loaders import LiveWebTaskSource, load_tasks

@@ -23,14 +23,14 @@ from webrl.rollout import InferenceConfig, RolloutConfig
 
 STAGES = ("sft", "rl", "eval")
 TASK_SOURCES = ("sandbox", "miniwob", "file", "env")
-TASK_FILE_FORMATS = ("", "online_mind2web", "webvoyager", "deepshop")
+TASK_FILE_FORMATS = ("", "online_mind2web", "webvoyager", "deepshop", "synth")
 
 
 @dataclass
 class TasksConfig:
     source: str = "sandbox"
     """Where tasks come from: sandbox (the project's local sites), miniwob (MiniWoB++ ids, local
-    HTML), file (a live-web tasks file: Online-Mind2Web / WebVoyager / DeepShop) or env (a
+    HTML), file (a tasks file: Online-Mind2Web / WebVoyager / DeepShop, or `webrl synth`'s) or env (a
     registered env name: `ray.tune.registry.register_env` or a Gymnasium id whose `tasks` is used)."""
     sites: list[str] = field(default_factory=lambda: ["widgets"])
     """Sandbox sites to train and evaluate on: any of shop, travel, wiki, widgets."""
@@ -48,7 +48,9 @@ class TasksConfig:
     file: str = ""
     """source=file: path of the tasks file (JSON array or JSONL)."""
     file_format: str = ""
-    """source=file: online_mind2web | webvoyager | deepshop; empty = guess from the file."""
+    """source=file: online_mind2web | webvoyager | deepshop | synth (a `webrl synth` tasks.jsonl:
+    its checker scores a task where it has one, the run's judge otherwise); empty = guess from
+    the file (a live-web format)."""
     env_id: str = ""
     """source=env: the registered env name; its creator must return an env with a `tasks` source."""
     env_config: dict = field(default_factory=dict)

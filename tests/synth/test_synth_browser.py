@@ -143,9 +143,10 @@ def test_synthesize_writes_tasks_and_demos_that_sft_reads(browser_session, shop_
     replies = iter([json.dumps([{"goal": "Open your shopping cart", "category": "navigation",
                                  "checker": {"kind": "url_contains", "value": "/shop/cart"}}]),
                     "no JSON here", json.dumps([{"goal": "Go elsewhere", "start_url": "http://example.com/"}])])
-    config = SynthCommandConfig(start_url=shop_url, out=str(tmp_path / "synth"), n_tasks=4, per_category=1,
-                                max_pages=4, llm_requests=3)
     with chat_server(lambda path, body: chat_reply(next(replies))) as url:
+        # llm_requests acts only with an endpoint (the config says so); the client on it is passed in
+        config = SynthCommandConfig(start_url=shop_url, out=str(tmp_path / "synth"), n_tasks=4, per_category=1,
+                                    max_pages=4, endpoint=url, llm_requests=3)
         report = synthesize(config, session=browser_session, policy=CartPolicy(),
                             chat_client=ChatClient(url, max_retries=0))
     assert report.proposed == {"template": 4, "llm": 1}
@@ -163,8 +164,11 @@ def test_synthesize_writes_tasks_and_demos_that_sft_reads(browser_session, shop_
         {"navigation": 1.0, "item": 1.0, "search": 1.0, "filter": 1.0}
     assert [len(d.turns) for d in demos[:4]] == [2, 2, 4, 2]  # click+stop; type, Enter, click, stop
     llm_demo = demos[-1]
-    assert [t.response_text for t in llm_demo.turns][-1] == "stop()" and llm_demo.info.task_reward == 1.0
+    assert llm_demo.turns[-1].action.kind == "stop" and llm_demo.info.task_reward == 1.0
     policy = _render_policy("webrl:tiny-webagent-pointer", WebRLConfig())  # as `webrl sft` builds it
     samples = [s for d in demos for s in sft_samples_from_trajectory(d, policy)]
     assert len(samples) == sum(len(d.turns) for d in demos)
     assert all(s.images and s.response_ids for s in samples)
+    # the targets are the policy's own format (as for oracle demos), not the env's compact grammar
+    first = demos[0].turns[0]
+    assert first.response_text == "" and policy.builder.response_text(first, None).startswith("<tool_call>")

@@ -31,6 +31,38 @@ def test_tasks_round_trip(tmp_path):
     assert first.spec.params["checker"] == {"kind": "url_contains", "value": "/shop/p/12"}
     assert second.spec.max_steps == 4
     assert second.reward(page=None, answer=None) == TaskReward(None)  # no checker: the judges score it
+    assert first.url_alias() is None  # loaded on the origin it was synthesized on: nothing to alias
+
+
+def test_rows_store_the_path_and_re_base_onto_a_new_server(tmp_path):
+    write_tasks(tmp_path / "tasks.jsonl", _tasks())
+    row = json.loads((tmp_path / "tasks.jsonl").read_text().splitlines()[1])
+    assert (row["start_url"], row["origin"]) == ("/shop/p/12", SITE)
+    moved = "http://127.0.0.1:9555"  # the sandbox server bound another port in this run
+    first, second = load_synth_tasks(tmp_path / "tasks.jsonl", base_url=moved)
+    assert (second.spec.start_url, second.spec.allowed_domains) == (f"{moved}/shop/p/12", ("127.0.0.1:9555",))
+    alias = second.url_alias()  # observations read as the demos recorded them
+    assert alias.show(f"{moved}/shop/cart") == f"{SITE}/shop/cart"
+    assert alias.resolve(f"{SITE}/shop/cart") == f"{moved}/shop/cart"
+
+
+def test_shown_origin_is_recorded_and_old_absolute_rows_still_load(tmp_path):
+    task = SynthTask("synth/nav/000", 'Open the "Cart" page.', f"{SITE}/shop/?x=1", "navigation",
+                     shown_origin="http://sandbox.test")
+    assert task.web_task().url_alias().show(f"{SITE}/shop/") == "http://sandbox.test/shop/"
+    row = task.to_row()
+    assert (row["start_url"], row["origin"]) == ("/shop/?x=1", "http://sandbox.test")
+    old = {k: v for k, v in row.items() if k != "origin"} | {"start_url": f"{SITE}/shop/c/mugs"}  # before origins
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(old) + "\n")
+    new, legacy = load_synth_tasks(tmp_path / "tasks.jsonl", base_url="http://127.0.0.1:7000")
+    assert new.spec.start_url == "http://127.0.0.1:7000/shop/?x=1"
+    assert new.url_alias().shown == "http://sandbox.test"
+    assert (legacy.spec.start_url, legacy.url_alias().shown) == ("http://127.0.0.1:7000/shop/c/mugs", SITE)
+    with pytest.raises(ValueError, match="base_url must be an http"):
+        load_synth_tasks(tmp_path / "tasks.jsonl", base_url="127.0.0.1:7000")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({**row, "origin": None}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:1: field 'start_url' is a path .* needs field 'origin'"):
+        load_synth_tasks(tmp_path / "bad.jsonl")
 
 
 @pytest.mark.parametrize("change, field", [
@@ -41,6 +73,7 @@ def test_tasks_round_trip(tmp_path):
     ({"checker": {"kind": "selected", "value": "M"}}, "'checker' a 'selected' checker needs target"),
     ({"max_steps": 0}, "'max_steps'"),
     ({"plan": []}, "unknown field"),
+    ({"origin": "http://127.0.0.1:9000/shop/"}, "'origin' must be an http"),
 ])
 def test_malformed_row_names_file_line_and_field(tmp_path, change, field):
     path = tmp_path / "tasks.jsonl"
@@ -101,6 +134,7 @@ def test_categorise_rules_and_target_resolution():
     ({"n_tasks": 0}, "synth.n_tasks"), ({"max_pages": -1}, "synth.max_pages"),
     ({"start_url": "file:///etc"}, "synth.start_url"), ({"endpoint": "localhost:8000"}, "synth.endpoint"),
     ({"llm_timeout_s": 0}, "synth.llm_timeout_s"), ({"subresource_policy": "none"}, "synth.subresource_policy"),
+    ({"shown_origin": "http://sandbox.test/shop/"}, "synth.shown_origin"), ({"shown_origin": "sandbox"}, "synth.shown_origin"),
 ])
 def test_config_errors_name_the_key(overrides, key):
     with pytest.raises(ConfigError, match=key):

@@ -1,7 +1,7 @@
 """Collection with task refinement: run each task's plan (templates) or an acting policy (LLM
 proposals) in a `WebEnv`, recording one `Turn` per step in the oracle-demonstration form
-(`webrl.envs.sites.demos`: Set-of-Mark screenshot, the action in the compact grammar as
-response_text, compact elements; here `decided_by="synth"`).
+(`webrl.envs.sites.demos`: Set-of-Mark screenshot, compact elements; here `decided_by="synth"`
+and no response_text, so `webrl sft` renders each action in the training policy's own format).
 
 Refinement rules, applied when the observation contradicts the task (`Collected.refinements`
 lists what was rewritten, `Collected.drop_reason` why a task was dropped):
@@ -32,7 +32,7 @@ from webrl.actions import Action
 from webrl.envs.sites.demos import compact_elements
 from webrl.synth.explore import categorise
 from webrl.synth.propose import path_of, real_options
-from webrl.synth.tasks import PlanStep, SynthTask, SynthWebTask, Target, resolve_target
+from webrl.synth.tasks import PlanStep, SynthTask, Target, resolve_target
 from webrl.envs.task import origin
 from webrl.types import Image, Trajectory, TrajectoryInfo, Turn, TurnObservation
 
@@ -65,8 +65,9 @@ def make_turn(obs: dict, info: dict, action: Optional[Action], record_images: bo
                                   feedback=obs["feedback"], last_action_error=obs["last_action_error"],
                                   step=int(obs["step"]), screenshot_size=list(obs["screenshot"].shape[1::-1]),
                                   elements=compact_elements(info.get("elements", ())))
-    text = response_text or (action.to_compact() if action is not None else "")
-    return Turn(images=images, response_text=text, action=action, parse_error=parse_error, decided_by="synth",
+    # no text for a planned action: `webrl sft` then renders the action in the training policy's
+    # format, as it does for oracle demos (a compact "click(3)" target would teach another format)
+    return Turn(images=images, response_text=response_text, action=action, parse_error=parse_error, decided_by="synth",
                 observation=observation)
 
 
@@ -142,7 +143,7 @@ def _rewrite(task: SynthTask, step: PlanStep, old: str, new: str, new_text: Opti
 def run_plan(env: Any, task: SynthTask, record_images: bool = True) -> Collected:
     """Execute `task.plan` step by step, refining the task where the page contradicts it."""
     result = Collected(task)
-    web_task = SynthWebTask(task.spec())
+    web_task = task.web_task()
     obs, info = env.reset(options={"task": web_task})
     traj = new_trajectory(task)
     reward, terminated, index, refined = 0.0, False, 0, set()
@@ -196,7 +197,7 @@ def run_policy(env: Any, task: SynthTask, policy: Any, record_images: bool = Tru
     from webrl.policy.types import Observation, PolicyRequest
 
     result = Collected(task)
-    obs, info = env.reset(options={"task": SynthWebTask(task.spec())})
+    obs, info = env.reset(options={"task": task.web_task()})
     traj = new_trajectory(task)
     reward, terminated, truncated, unchanged, errors = 0.0, False, False, 0, []
     while not (terminated or truncated):

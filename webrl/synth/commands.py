@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 
 from webrl.config import ConfigError
 from webrl.synth.explore import ExplorationMap
+from webrl.synth.tasks import is_origin
 from webrl.envs.sites.common import normalize
 
 
@@ -66,6 +67,10 @@ class SynthCommandConfig:
     `safety.subresource_policy` values ("allowlist", "any", "public")."""
     record_images: bool = True
     """Store each turn's Set-of-Mark screenshot in the demos (SFT needs them)."""
+    shown_origin: str = ""
+    """Show the site's origin as this in observations and demos, and record it as the tasks'
+    origin (e.g. http://sandbox.test for the sandbox, whose server binds a new port per run);
+    empty = the real origin. `load_synth_tasks(path, base_url)` re-bases the tasks either way."""
 
     def __post_init__(self) -> None:
         for name in ("n_tasks", "per_category", "max_pages", "max_steps", "llm_requests", "llm_tasks_per_request"):
@@ -80,10 +85,13 @@ class SynthCommandConfig:
         if self.subresource_policy not in ("auto", "allowlist", "any", "public"):
             raise ConfigError(f"synth.subresource_policy must be one of auto, allowlist, any, public, "
                               f"got {self.subresource_policy!r}")
-        for name in ("start_url", "endpoint"):
+        for name in ("start_url", "endpoint", "shown_origin"):
             value = getattr(self, name)
             if value and urlparse(value).scheme not in ("http", "https"):
                 raise ConfigError(f"synth.{name} must be an http:// or https:// URL, got {value!r}")
+        if self.shown_origin and not is_origin(self.shown_origin):
+            raise ConfigError(f"synth.shown_origin must be an http(s) origin (scheme://host[:port], no path), "
+                              f"got {self.shown_origin!r}")
         if not self.endpoint:
             defaults = {f.name: f.default for f in dataclasses.fields(self)}
             inert = [k for k in _ENDPOINT_KEYS if getattr(self, k) != defaults[k]]
@@ -186,6 +194,8 @@ def _synthesize_from(env: Any, exploration: ExplorationMap, config: SynthCommand
 
         policy = EndpointPolicy(EndpointConfig(base_url=config.endpoint, model=config.model))
     surviving, demos = [], []
+    for task in tasks:
+        task.shown_origin = config.shown_origin.rstrip("/")
     demos_path = out / "demos.jsonl"
     demos_path.unlink(missing_ok=True)
     for task in tasks:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from webrl.synth.collect import finish, make_turn, new_trajectory, state_key
-from webrl.synth.tasks import SynthTask, SynthWebTask
+from webrl.synth.tasks import SynthTask
 from webrl.types import Trajectory
 
 NAVIGATION_KINDS = ("click", "click_at", "goto", "back", "forward", "scroll", "scroll_at", "hover", "hover_at")
@@ -75,7 +75,7 @@ def refine_steps(traj: Trajectory) -> dict[int, str]:
 
 
 def _replay(env: Any, task: SynthTask, actions: list, record_images: bool) -> tuple[Optional[Trajectory], float]:
-    obs, info = env.reset(options={"task": SynthWebTask(task.spec())})
+    obs, info = env.reset(options={"task": task.web_task()})
     traj = new_trajectory(task)
     reward, terminated, truncated = 0.0, False, False
     for action in actions:

@@ -13,7 +13,16 @@ Shapes:
                 page_text_contains  the final page's text contains value (normalised)
                 answer_contains     the agent's answer contains value (normalised)
                 selected            the select named target.name shows option value
-  tasks.jsonl one row per task: id, goal, start_url, checker, category, provenance (+ max_steps).
+  tasks.jsonl one row per task: id, goal, start_url, origin, checker, category, provenance
+              (+ max_steps). start_url is the path (+ query) on `origin`, the site's origin as
+              the demonstrations show it (`SynthTask.shown_origin`, else the real one at
+              synthesis time); an older row's absolute start_url is read as origin + path.
+
+Re-basing: a local server binds a new port per run, so a row's origin may be dead by the time
+the tasks are used. `load_synth_tasks(path, base_url)` puts each task on `base_url` (default:
+the row's origin) and, where that differs from the row's origin, gives the task a
+`url_alias` showing the row's origin, so the observations read as the demonstrations did
+(the way `SiteTask` shows the sandbox at `SHOWN_ORIGIN`).
 """
 from __future__ import annotations
 
@@ -26,7 +35,7 @@ from urllib.parse import unquote, urlparse
 
 from webrl.actions import Action
 from webrl.envs.sites.common import normalize
-from webrl.envs.task import BaseTask, TaskReward, TaskSpec
+from webrl.envs.task import BaseTask, OriginAlias, TaskReward, TaskSpec, origin
 
 CHECKER_KINDS = ("url_contains", "url_matches", "page_text_contains", "answer_contains", "selected")
 TASK_CATEGORIES = ("navigation", "item", "search", "filter", "form", "action", "information", "other")
@@ -107,10 +116,17 @@ class SynthTask:
     plan: list[PlanStep] = field(default_factory=list)
     provenance: dict[str, Any] = field(default_factory=dict)
     max_steps: int = 10
+    shown_origin: str = ""
+    """Origin the observations show in place of `start_url`'s (empty: the real one)."""
 
     def to_row(self) -> dict[str, Any]:
-        return {"id": self.id, "goal": self.goal, "start_url": self.start_url, "checker": self.checker,
+        parts = urlparse(self.start_url)
+        return {"id": self.id, "goal": self.goal, "start_url": parts.path + (f"?{parts.query}" if parts.query else ""),
+                "origin": self.shown_origin or origin(self.start_url), "checker": self.checker,
                 "category": self.category, "provenance": self.provenance, "max_steps": self.max_steps}
+
+    def web_task(self) -> "SynthWebTask":
+        return SynthWebTask(self.spec(), self.shown_origin)
 
     def spec(self) -> TaskSpec:
         return TaskSpec(id=self.id, goal=self.goal, start_url=self.start_url, max_steps=self.max_steps,
@@ -158,7 +174,17 @@ def evaluate_checker(checker: dict[str, Any], url: str, page_text: str, answer: 
 
 class SynthWebTask(BaseTask):
     """A synthesized task as a webrl `Task`: reward from its declarative checker, or
-    `TaskReward(None)` (judges score it) when it has none."""
+    `TaskReward(None)` (judges score it) when it has none. `shown_origin`: observations show
+    the site at this origin (the one its demonstrations recorded) when the task runs elsewhere."""
+
+    def __init__(self, spec: TaskSpec, shown_origin: str = ""):
+        super().__init__(spec)
+        self.shown_origin = shown_origin
+
+    def url_alias(self) -> Optional[OriginAlias]:
+        if not self.shown_origin or self.shown_origin == origin(self.spec.start_url):
+            return None
+        return OriginAlias.of(self.spec.start_url, self.shown_origin)
 
     def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
         checker = self.spec.params.get("checker")
@@ -171,15 +197,37 @@ class SynthWebTask(BaseTask):
                                                "url": page.url})
 
 
-def task_from_row(row: Any, where: str) -> SynthWebTask:
-    """A row of tasks.jsonl as a `SynthWebTask`; ValueError naming `where` and the field."""
+def is_origin(url: Any) -> bool:
+    """True for "scheme://host[:port]" (http or https), a trailing slash allowed; no path or query."""
+    parts = urlparse(url) if isinstance(url, str) else None
+    return parts is not None and parts.scheme in ("http", "https") and bool(parts.netloc) and \
+        parts.path in ("", "/") and not parts.query
+
+
+def _row_origin_and_path(row: dict, where: str) -> tuple[str, str]:
+    """(origin, path) of a row: start_url a path on `origin`, or (older rows) an absolute URL."""
+    start, recorded = row["start_url"], row.get("origin")
+    if recorded is not None and not is_origin(recorded):
+        raise ValueError(f"{where}: field 'origin' must be an http(s) origin (scheme://host[:port]), got {recorded!r}")
+    if start.startswith("/"):
+        if recorded is None:
+            raise ValueError(f"{where}: field 'start_url' is a path ({start!r}); the row needs field 'origin'")
+        return recorded.rstrip("/"), start
+    if urlparse(start).scheme not in ("http", "https"):
+        raise ValueError(f"{where}: field 'start_url' must be a path on 'origin' or an http(s) URL, got {start!r}")
+    parts = urlparse(start)
+    return (recorded or origin(start)).rstrip("/"), (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def task_from_row(row: Any, where: str, base_url: Optional[str] = None) -> SynthWebTask:
+    """A row of tasks.jsonl as a `SynthWebTask` on `base_url` (default: the row's origin);
+    ValueError naming `where` and the field."""
     if not isinstance(row, dict):
         raise ValueError(f"{where}: a row must be a JSON object, got {type(row).__name__}")
     for name in ("id", "goal", "start_url"):
         if not isinstance(row.get(name), str) or not row[name].strip():
             raise ValueError(f"{where}: field {name!r} must be a non-empty string, got {row.get(name)!r}")
-    if urlparse(row["start_url"]).scheme not in ("http", "https"):
-        raise ValueError(f"{where}: field 'start_url' must be an http(s) URL, got {row['start_url']!r}")
+    recorded, path = _row_origin_and_path(row, where)
     if row.get("category") not in TASK_CATEGORIES:
         raise ValueError(f"{where}: field 'category' must be one of {TASK_CATEGORIES}, got {row.get('category')!r}")
     problem = check_checker(row.get("checker"))
@@ -190,17 +238,23 @@ def task_from_row(row: Any, where: str) -> SynthWebTask:
     max_steps = row.get("max_steps", 10)
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise ValueError(f"{where}: field 'max_steps' must be an integer >= 1, got {max_steps!r}")
-    unknown = set(row) - {"id", "goal", "start_url", "checker", "category", "provenance", "max_steps"}
+    unknown = set(row) - {"id", "goal", "start_url", "origin", "checker", "category", "provenance", "max_steps"}
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
-    task = SynthTask(row["id"], row["goal"], row["start_url"], row["category"], row.get("checker"),
-                     provenance=row.get("provenance", {}), max_steps=max_steps)
-    return SynthWebTask(task.spec())
+    base = (base_url or recorded).rstrip("/")
+    task = SynthTask(row["id"], row["goal"], base + path, row["category"], row.get("checker"),
+                     provenance=row.get("provenance", {}), max_steps=max_steps, shown_origin=recorded)
+    return task.web_task()
 
 
-def load_synth_tasks(path: str | Path) -> list[SynthWebTask]:
-    """The tasks of a `tasks.jsonl` written by `webrl synth`. A malformed row raises ValueError
-    naming the file, the line and the field."""
+def load_synth_tasks(path: str | Path, base_url: Optional[str] = None) -> list[SynthWebTask]:
+    """The tasks of a `tasks.jsonl` written by `webrl synth`, on `base_url` (the site's origin
+    now, e.g. a sandbox server's `ensure_server()`; default: each row's recorded origin). A
+    malformed row raises ValueError naming the file, the line and the field; a bad `base_url`
+    names base_url."""
+    if base_url is not None and not is_origin(base_url):
+        raise ValueError(f"load_synth_tasks: base_url must be an http(s) origin (scheme://host[:port]), "
+                         f"got {base_url!r}")
     path = Path(path)
     tasks = []
     with open(path) as f:
@@ -211,7 +265,7 @@ def load_synth_tasks(path: str | Path) -> list[SynthWebTask]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: not JSON: {e}") from None
-            tasks.append(task_from_row(row, f"{path}:{lineno}"))
+            tasks.append(task_from_row(row, f"{path}:{lineno}", base_url))
     return tasks
 
 

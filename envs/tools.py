@@ -45,21 +45,19 @@ benchmark `benchmarks/tools.py` measures how often it does not). The turn trains
 from __future__ import annotations
 
 import json
-import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol, Sequence
-from urllib.parse import quote, urlencode, urljoin
+from urllib.parse import quote, urljoin
 
-from webrl.actions import Action
+from webrl.actions import Action, is_call_name
 from webrl.envs.skill_run import SkillRun
-from webrl.skills.skill import Skill, SkillFileError, SkillStep
+from webrl.skills.skill import Skill, SkillFileError, SkillStep, placeholders
 
 TOOL_KINDS = ("http", "navigate", "macro")
 PARAM_TYPES = ("text", "integer")
 HTTP_METHODS = ("GET", "POST")
 NO_TOOLS = "no tools: this environment exposes none (WebEnvConfig.tools is empty or the task declares none)"
-_NAME_CHARS = set(string.ascii_letters + string.digits + "_")
 
 
 class ToolFileError(ValueError):
@@ -75,8 +73,8 @@ class ToolParam:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not _is_identifier(self.name):
-            raise ToolFileError(f"tool param name must be an identifier, got {self.name!r}")
+        if not is_call_name(self.name):
+            raise ToolFileError(f"tool param name must be an identifier that is no Python keyword, got {self.name!r}")
         if self.type not in PARAM_TYPES:
             raise ToolFileError(f"tool param {self.name!r}: type must be one of {PARAM_TYPES}, got {self.type!r}")
 
@@ -97,7 +95,7 @@ class Tool:
 
     def __post_init__(self) -> None:
         where = f"tool {self.name!r}"
-        if not _is_identifier(self.name):
+        if not is_call_name(self.name):
             raise ToolFileError(f"tool name must be an identifier (letters, digits, _), got {self.name!r}")
         if self.kind not in TOOL_KINDS:
             raise ToolFileError(f"{where}: kind must be one of {TOOL_KINDS}, got {self.kind!r}")
@@ -115,7 +113,7 @@ class Tool:
         else:
             if not self.url or self.steps:
                 raise ToolFileError(f"{where}: an {self.kind} tool needs a url template and takes no steps")
-            unknown = _placeholders(self.url) - set(names)
+            unknown = placeholders(self.url) - set(names)
             if unknown:
                 raise ToolFileError(f"{where}: url uses undeclared params {sorted(unknown)}")
 
@@ -180,14 +178,6 @@ class Tool:
                        str(d.get("method", "GET")), steps, d.get("max_result_chars", 2000))
         except (TypeError, SkillFileError, ToolFileError) as e:
             raise ToolFileError(f"{where}: {e}") from None
-
-
-def _is_identifier(name: Any) -> bool:
-    return isinstance(name, str) and 0 < len(name) <= 64 and not name[0].isdigit() and set(name) <= _NAME_CHARS
-
-
-def _placeholders(text: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(text) if name}
 
 
 def _skill_param(p: ToolParam):
@@ -337,7 +327,7 @@ def run_tool(action: Action, tools: Mapping[str, Tool], runner: ToolRunner) -> T
 
 
 def _run_http(run: ToolRun, tool: Tool, args: Mapping[str, str], url: str, runner: ToolRunner) -> ToolRun:
-    form = {k: v for k, v in args.items() if k not in _placeholders(tool.url)} if tool.method == "POST" else {}
+    form = {k: v for k, v in args.items() if k not in placeholders(tool.url)} if tool.method == "POST" else {}
     try:
         response = runner.http(tool.method, url, form)
     except TimeoutError as e:

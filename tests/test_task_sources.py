@@ -91,3 +91,9 @@ def test_a_synth_tasks_file_is_a_task_source_and_evaluation_takes_each_task_once
         "synth/item/000", "synth/action/000"]
     assert {t.spec.start_url for t in draw_tasks(train, np.random.default_rng(0), 6)} <= {
         f"{site}/shop/", f"{site}/shop/p/12"}
+
+
+def test_file_settings_without_the_file_source_are_refused():
+    for key in ("tasks.file=tasks.jsonl", "tasks.file_format=synth"):
+        with pytest.raises(ConfigError, match="apply to tasks.source=file only"):
+            load_config(WebRLConfig, "smoke", [key])

@@ -85,7 +85,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # skill and argument n
 _RESERVED = frozenset(keyword.kwlist) | {"true", "false", "null"}  # the grammar could not write them as keywords
 
 
-def _is_identifier(name: Any) -> bool:
+def is_call_name(name: Any) -> bool:
+    """A skill / tool name or argument name: an identifier of at most 64 characters that the
+    compact grammar can write as a keyword argument (no Python keyword, none of true/false/null).
+    The one rule for webrl.skills and webrl.envs.tools as well."""
     return isinstance(name, str) and bool(_IDENTIFIER.fullmatch(name)) and name not in _RESERVED
 
 
@@ -107,7 +110,7 @@ def _normalise_args(args: Any) -> tuple[tuple[str, str], ...]:
         if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
             raise ActionError(f"args must be (name, value) pairs, got {pair!r}")
         name, value = pair
-        if not _is_identifier(name):
+        if not is_call_name(name):
             raise ActionError(f"an argument's name must be an identifier that is no Python keyword, got {name!r}")
         if not isinstance(value, str):
             raise ActionError(f"argument {name!r} must be a string, got {value!r}")
@@ -179,7 +182,7 @@ class Action:
                 raise ActionError(f"{name} must be a number, got {v!r}")
         if self.text is not None and not isinstance(self.text, str):
             raise ActionError(f"text must be a string, got {self.text!r}")
-        if self.kind in CALL_KINDS and not _is_identifier(self.text):
+        if self.kind in CALL_KINDS and not is_call_name(self.text):
             raise ActionError(f"a {self.kind}'s name must be an identifier (letters, digits, _), got {self.text!r}")
 
     # -- constructors -------------------------------------------------------------------------

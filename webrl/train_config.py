@@ -77,6 +77,9 @@ class TasksConfig:
             raise ConfigError(f"tasks.eval_split must be one of ('test', 'train'), got {self.eval_split!r}")
         if self.file_format not in TASK_FILE_FORMATS:
             raise ConfigError(f"tasks.file_format must be one of {TASK_FILE_FORMATS}, got {self.file_format!r}")
+        if self.source != "file" and (self.file or self.file_format):
+            raise ConfigError(f"tasks.file and tasks.file_format apply to tasks.source=file only (source is "
+                              f"{self.source!r}); set tasks.source=file or leave them empty")
         if self.kinds:
             self._check_kinds()
 

@@ -256,3 +256,14 @@ def test_without_tools_the_observation_and_prompt_are_as_before(browser_session,
                 in prompt(with_tools))
     finally:
         env.close()
+
+
+def test_tool_names_follow_the_action_grammar_rule():
+    """One name rule for actions, skills and tools: a parameter the grammar cannot write as a
+    keyword argument (Python keywords, true/false/null) is refused when the tool is declared."""
+    from webrl.envs.tools import Tool, ToolFileError, ToolParam
+
+    with pytest.raises(ToolFileError):
+        ToolParam("from")
+    with pytest.raises(ToolFileError):
+        Tool("class", "a tool named after a keyword", kind="navigate", url="/x")

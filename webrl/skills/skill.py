@@ -35,16 +35,14 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
-import keyword
 import os
-import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 from urllib.parse import urlparse
 
-from webrl.actions import Action, ActionError
+from webrl.actions import Action, ActionError, is_call_name
 
 __all__ = ["PARAM_TYPES", "REPORT_FILE", "STEP_KINDS", "BoundStep", "Skill", "SkillArgsError", "SkillFileError",
            "SkillLibrary", "SkillParam", "SkillStep", "Target", "resolve_target", "url_matches"]
@@ -57,16 +55,9 @@ ELEMENT_KINDS = ("click", "hover", "type", "select", "scroll")
 """Step kinds that may take a target (required for click, hover, select)."""
 REPORT_FILE = "report.json"
 GRAPH_FILE = "graph.json"
-"""Files a library folder may hold besides the skills: the extraction report and a saved SkillGraph."""
-"""The extraction report in a library folder (webrl.skills.commands); `SkillLibrary.load` skips it."""
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-_RESERVED = frozenset(keyword.kwlist) | {"true", "false", "null"}  # not writable as keyword arguments
+"""Files a library folder may hold besides the skills (the extraction report of
+webrl.skills.commands, a saved SkillGraph); `SkillLibrary.load` skips them."""
 
-
-def _is_name(name: Any) -> bool:
-    """A skill or parameter name: an identifier that the compact grammar can write as a keyword
-    argument (so no Python keyword and none of the JSON literals it also reads)."""
-    return isinstance(name, str) and bool(_NAME.fullmatch(name)) and name not in _RESERVED
 _EXTRA_FIELDS = {"click": ("button", "clicks"), "scroll": ("direction", "amount"), "wait": ("amount",),
                  "type": ("clear",)}
 
@@ -79,7 +70,7 @@ class SkillArgsError(ValueError):
     """Arguments that do not fit a skill's parameters (missing, unknown, wrong type)."""
 
 
-def _placeholders(text: str) -> set[str]:
+def placeholders(text: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(text) if name}
 
 
@@ -96,7 +87,7 @@ class SkillParam:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not _is_name(self.name):
+        if not is_call_name(self.name):
             raise SkillFileError(f"param name must be an identifier that is no Python keyword, got {self.name!r}")
         if self.type not in PARAM_TYPES:
             raise SkillFileError(f"param {self.name!r}: type must be one of {PARAM_TYPES}, got {self.type!r}")
@@ -151,9 +142,9 @@ class SkillStep:
 
     @property
     def placeholders(self) -> set[str]:
-        out = _placeholders(self.text or "")
+        out = placeholders(self.text or "")
         if self.target is not None:
-            out |= _placeholders(self.target.name)
+            out |= placeholders(self.target.name)
         return out
 
     def action(self, element: Optional[int] = None) -> Action:
@@ -201,7 +192,7 @@ class Skill:
     replay_successes: int = 0
 
     def __post_init__(self) -> None:
-        if not _is_name(self.name):
+        if not is_call_name(self.name):
             raise SkillFileError(f"name must be an identifier (letters, digits, _; no Python keyword), got {self.name!r}")
         if not self.steps:
             raise SkillFileError(f"skill {self.name!r}: steps must not be empty")
@@ -228,7 +219,7 @@ class Skill:
         for k, v in args.items():
             if not isinstance(v, (str, int, float)) or isinstance(v, bool):
                 raise SkillArgsError(f"skill {self.name!r}: argument {k!r} must be a string, got {v!r}")
-        in_targets = set().union(*(_placeholders(s.target.name) for s in self.steps if s.target is not None))
+        in_targets = set().union(*(placeholders(s.target.name) for s in self.steps if s.target is not None))
         blank = sorted(k for k in in_targets if not str(args[k]).strip())
         if blank:
             raise SkillArgsError(f"skill {self.name!r}: {blank} name the element to act on and must not be empty")

@@ -52,10 +52,15 @@ class Collected:
     drop_reason: str = ""
 
 
-def state_key(turn: Turn) -> tuple[str, str]:
+def page_state(url: str, elements_text: str) -> tuple[str, str]:
     """What "the page did not change" compares: the URL and a digest of the element list
     (names, values, selections: `elements_text`)."""
-    return turn.observation.url, hashlib.sha1(turn.observation.elements_text.encode()).hexdigest()[:16]
+    return url, hashlib.sha1(elements_text.encode()).hexdigest()[:16]
+
+
+def state_key(turn: Turn) -> tuple[str, str]:
+    """`page_state` of the page a turn acted on."""
+    return page_state(turn.observation.url, turn.observation.elements_text)
 
 
 def make_turn(obs: dict, info: dict, action: Optional[Action], record_images: bool, response_text: str = "",
@@ -181,15 +186,7 @@ def run_plan(env: Any, task: SynthTask, record_images: bool = True) -> Collected
         if terminated or truncated:
             break
         index += 1
-    finish(traj, reward, terminated, info, task)
-    result.trajectory, result.reward = traj, traj.info.task_reward
-    if info.get("infra_error"):
-        result.drop_reason = f"infra_error: {info['infra_error']}"
-    elif not terminated:
-        result.drop_reason = "plan_did_not_end_the_episode"
-    elif task.checker is not None and reward < 1.0:
-        result.drop_reason = "checker_failed"
-    return result
+    return _ended(result, traj, reward, terminated, info, "plan_did_not_end_the_episode")
 
 
 def run_policy(env: Any, task: SynthTask, policy: Any, record_images: bool = True) -> Collected:
@@ -210,19 +207,27 @@ def run_policy(env: Any, task: SynthTask, policy: Any, record_images: bool = Tru
         obs, reward, terminated, truncated, info = env.step(action if action is not None else decision.response_text)
         turn.feedback = obs["feedback"]
         traj.turns.append(turn)
-        after = (obs["url"], hashlib.sha1(obs["elements_text"].encode()).hexdigest()[:16])
+        after = page_state(obs["url"], obs["elements_text"])
         unchanged = unchanged + 1 if after == before and not terminated else 0
         if obs["last_action_error"]:
             errors.append(obs["last_action_error"])
         if unchanged >= 3 or (len(errors) >= 2 and errors[-1] in errors[:-1]):
             result.drop_reason = "stalled"
             return result
+    return _ended(result, traj, reward, terminated, info, "max_steps")
+
+
+def _ended(result: Collected, traj: Trajectory, reward: float, terminated: bool, info: dict,
+           unfinished: str) -> Collected:
+    """`result` with the episode's trajectory and outcome, and the drop reason if it failed
+    (`unfinished`: the reason when the episode ran out without ending)."""
+    task = result.task
     finish(traj, reward, terminated, info, task)
     result.trajectory, result.reward = traj, traj.info.task_reward
     if info.get("infra_error"):
         result.drop_reason = f"infra_error: {info['infra_error']}"
     elif not terminated:
-        result.drop_reason = "max_steps"
+        result.drop_reason = unfinished
     elif task.checker is not None and reward < 1.0:
         result.drop_reason = "checker_failed"
     return result

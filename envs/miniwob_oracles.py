@@ -297,6 +297,78 @@ def solve_enter_time(obs: Observation) -> Optional[Action]:
     return click(submit_button(obs["elements"]))
 
 
+def solve_click_link(obs: Observation) -> Optional[Action]:
+    """'Click on the link "Eget".' Links are styled spans; names differ in case ("eget" is a decoy)."""
+    names = quoted(obs["goal"])
+    if not names:
+        return None
+    hits = [e for e in obs["elements"] if e.get("name") == names[0]]
+    return click(hits[0]) if hits else None
+
+
+def solve_navigate_tree(obs: Observation) -> Optional[Action]:
+    """'... click on the folder or file named "NAME".' Click the item once it is shown; until then
+    open folders depth first. All folders start collapsed, and opening one lists its children's
+    expanders (unnamed `div`s) right after its own, so clicking the k-th expander at step k opens
+    every folder exactly once in pre-order (the page shows no difference between an open empty
+    folder and a closed one, hence the step index). A file of another name is never clicked: that
+    ends the episode."""
+    names = quoted(obs["goal"])
+    if not names:
+        return None
+    elements = obs["elements"]
+    items = [e for e in elements if e.get("tag") in ("li", "span") and e.get("name") == names[0]]
+    if items:
+        return click(items[0])
+    expanders = [e for e in elements if e.get("tag") == "div" and not e.get("name")]
+    step = int(obs.get("step", 0))
+    return click(expanders[step]) if step < len(expanders) else None
+
+
+def solve_email_inbox(obs: Observation) -> Optional[Action]:
+    """'Find the email by NAME and reply to them with the text "T".' | '... forward that email to
+    WHO.' | '... click the trash icon to delete it.' | '... click the star icon to mark it as
+    important.' Always through the opened email: list (or search) -> email -> action. Read from
+    the page which view is open (its controls' DOM ids) and what is typed; the trash and star
+    icons are unnamed spans, trash before star in the email's action bar."""
+    goal, elements = obs["goal"], obs["elements"]
+    match = re.match(r"Find the email by (.+?) and (.*)$", goal)
+    if match is None:
+        return None
+    sender, task = match.group(1).strip(), match.group(2)
+    by_id = {e.get("dom_id"): e for e in elements if e.get("dom_id")}
+    if "reply-text" in by_id or "forward-text" in by_id:  # the compose view: type, then send
+        reply = "reply-text" in by_id
+        if reply:
+            text, box = (quoted(goal) or [None])[0], by_id["reply-text"]
+        else:
+            to = re.search(r"forward that email to (.+?)\.?$", task)
+            text = to.group(1) if to else None
+            box = next((e for e in elements if e.get("tag") == "input" and not e.get("dom_id")), None)
+        if text is None or box is None:
+            return None
+        if box.get("value", "") != text:
+            return fill(box, text)
+        send = by_id.get("send-reply" if reply else "send-forward")
+        return click(send) if send is not None else Action(kind="wait")  # its icon may still be loading
+    if "close-email" in by_id:
+        if task.startswith("reply"):
+            return click(find(elements, name="Reply"))
+        if task.startswith("forward"):
+            return click(find(elements, name="Forward"))
+        icons = [e for e in elements if e.get("tag") == "span" and not e.get("name") and not e.get("dom_id")]
+        if len(icons) < 2:
+            return Action(kind="wait")  # the icons are CSS images, unlisted until they load
+        return click(icons[0] if "trash" in task else icons[1])
+    threads = [e for e in elements if e.get("tag") == "div" and (e.get("name") or "").startswith(sender + " ")]
+    if threads:
+        return click(threads[0])
+    field = by_id.get("search-input")
+    if field is not None and field.get("value", "") != sender:
+        return fill(field, sender)
+    return click(by_id.get("open-search"))
+
+
 ORACLES: dict[str, Callable[[Observation], Optional[Action]]] = {
     "click-button": solve_click_named_button,
     "unicode-test": solve_click_named_button,
@@ -327,4 +399,7 @@ ORACLES: dict[str, Callable[[Observation], Optional[Action]]] = {
     "use-spinner": solve_use_spinner,
     "enter-date": solve_enter_date,
     "enter-time": solve_enter_time,
+    "click-link": solve_click_link,
+    "navigate-tree": solve_navigate_tree,
+    "email-inbox": solve_email_inbox,
 }

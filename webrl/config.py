@@ -48,10 +48,29 @@ class RunConfig:
     """Seed for task sampling, model init and torch/numpy RNGs."""
     resume: bool = False
     """Continue from the last checkpoint in run_dir."""
+    trackers: list[str] = dataclasses.field(default_factory=list)
+    """Experiment trackers beside metrics.jsonl and TensorBoard, offline, inside the run folder:
+    wandb | mlflow (`webrl.trackers`); [] = none."""
+    wandb_project: str = "webrl"
+    """W&B project of the offline run (needs "wandb" in run.trackers)."""
+    mlflow_experiment: str = "webrl"
+    """MLflow experiment of the run (needs "mlflow" in run.trackers)."""
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
             raise ConfigError(f"run.name must be a non-empty name without '/', got {self.name!r}")
+        from webrl.trackers import TRACKERS
+
+        self.trackers = list(self.trackers)
+        bad = [t for t in self.trackers if t not in TRACKERS]
+        if bad or len(set(self.trackers)) != len(self.trackers):
+            raise ConfigError(f"run.trackers entries must be distinct and among {list(TRACKERS)}, got {self.trackers}")
+        for key, tracker, default in (("wandb_project", "wandb", "webrl"), ("mlflow_experiment", "mlflow", "webrl")):
+            if getattr(self, key) != default and tracker not in self.trackers:
+                raise ConfigError(f"run.{key}={getattr(self, key)!r} is only read with {tracker!r} in run.trackers "
+                                  f"(now {self.trackers}); add it there or leave run.{key} at {default!r}")
+            if not getattr(self, key):
+                raise ConfigError(f"run.{key} must be a non-empty name")
 
 
 MODEL_FAMILIES = ("qwen2.5-vl", "qwen3-vl")

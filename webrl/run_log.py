@@ -1,15 +1,22 @@
-"""`RunLog`: a run's metrics, to `metrics.jsonl`, TensorBoard (`tb/`) and a readable stdout line.
+"""`RunLog`: a run's metrics, to `metrics.jsonl`, TensorBoard (`tb/`), the trackers of
+`run.trackers` (W&B, MLflow: `webrl.trackers`, offline) and a readable stdout line.
 
 One record per event: an RL iteration (`iteration` key: printed as the metrics table every
 `log_every` iterations) or a stage event (`stage` key: sft epochs, demos, evaluations; printed
-as `webrl key=value ...`). TensorBoard tags are `<stage or rl>/<key>`, stepped by the iteration.
+as `webrl key=value ...`). TensorBoard tags are `<stage or rl>/<key>`, stepped by the iteration;
+the trackers get the same numeric tags and steps, the run's config at start, and the
+before/after table (`before_after`) at the end.
 """
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+from webrl.evaluation import before_after_table
+from webrl.trackers import before_after_rows, config_dict, open_trackers
 
 TABLE_KEYS = ("iteration", "reward/mean", "reward/success_rate", "success_rate", "filtered_groups", "samples",
               "loss", "kl", "entropy", "clip_fraction", "env_steps_per_s", "dropped", "staleness",
@@ -17,13 +24,26 @@ TABLE_KEYS = ("iteration", "reward/mean", "reward/success_rate", "success_rate",
 
 
 class RunLog:
-    """Appends to `<run_dir>/metrics.jsonl` (kept open), writes TensorBoard when installed."""
+    """Appends to `<run_dir>/metrics.jsonl` (kept open), writes TensorBoard when installed.
 
-    def __init__(self, run_dir: Path, log_every: int = 1):
+    `config` (a `WebRLConfig`, optional): its `run.trackers` are opened in `run_dir` and get the
+    config at once; without it only JSONL and TensorBoard are written.
+    """
+
+    def __init__(self, run_dir: Path, log_every: int = 1, config: Optional[Any] = None):
         self.log_every = log_every
         self.history: list[dict[str, Any]] = []
         self._file = open(Path(run_dir) / "metrics.jsonl", "a")
         self._tb = _tensorboard(Path(run_dir) / "tb")
+        self.trackers: list[Any] = []
+        if config is not None and config.run.trackers:
+            run = config.run
+            self.trackers = open_trackers(run.trackers, Path(run_dir), run_name=Path(run_dir).name,
+                                          wandb_project=run.wandb_project, mlflow_experiment=run.mlflow_experiment)
+            from webrl.config import to_yaml
+
+            for tracker in self.trackers:
+                tracker.log_config(config_dict(config), to_yaml(config))
 
     def __call__(self, metrics: dict[str, Any]) -> None:
         record = {"time": time.time(), **metrics}
@@ -31,16 +51,37 @@ class RunLog:
         self._file.write(json.dumps(record, default=str) + "\n")
         self._file.flush()
         step = int(metrics.get("iteration", len(self.history)))
+        scalars = {f"{metrics.get('stage', 'rl')}/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))}
         if self._tb is not None:
-            for k, v in metrics.items():
-                if isinstance(v, (int, float)):
-                    self._tb.add_scalar(f"{metrics.get('stage', 'rl')}/{k}", v, step)
+            for tag, v in scalars.items():
+                self._tb.add_scalar(tag, v, step)
+        self._to_trackers("log_metrics", scalars, step)
         if "iteration" in metrics and "stage" not in metrics and metrics["iteration"] % self.log_every == 0:
             print(metrics_table(metrics))
         elif "stage" in metrics:
             print("webrl " + " ".join(f"{k}={fmt(v)}" for k, v in metrics.items() if k != "time"))
 
+    def before_after(self, before: Optional[dict], after: Optional[dict]) -> str:
+        """The held-out before/after table (`before_after_table`), also sent to the trackers
+        (rows [key, before, after] and the text); returns the text to print."""
+        text = before_after_table(before, after)
+        self._to_trackers("log_table", "before_after", text, before_after_rows(before, after), ("key", "before", "after"))
+        return text
+
+    def _to_trackers(self, method: str, *args: Any) -> None:
+        """Call `method` on every tracker; one that fails mid-run is reported and dropped, so a
+        tracker's error never stops training (metrics.jsonl and TensorBoard keep everything)."""
+        for tracker in list(self.trackers):
+            try:
+                getattr(tracker, method)(*args)
+            except Exception as e:  # a tracker library's own error, of any type
+                print(f"webrl: tracker {type(tracker).__name__} failed in {method} ({type(e).__name__}: {e}); "
+                      f"it is dropped for the rest of the run", file=sys.stderr)
+                self.trackers.remove(tracker)
+
     def close(self) -> None:
+        self._to_trackers("close")
+        self.trackers = []
         if self._tb is not None:
             self._tb.close()
             self._tb = None

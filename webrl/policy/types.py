@@ -112,6 +112,10 @@ class DecisionStats:
     """True when the prompt exceeds the budget even with all history dropped."""
     finish_reason: str = "stop"
     """"stop" (stop token), "length" (max_new_tokens reached) or the server's reason."""
+    cached_tokens: int = 0
+    """Prompt tokens the engine did not recompute because its prefix cache held them (an
+    SGLang server's `meta_info.cached_tokens`); 0 for engines without one (transformers
+    `generate` in process, `webrl serve`), which recompute all `prompt_tokens` every turn."""
 
 
 @dataclass

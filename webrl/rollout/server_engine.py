@@ -22,6 +22,8 @@ relied on:
     POST /update_weights_from_disk  {model_path, weight_version} -> 200 {success, message}
     GET  /get_model_info            weight_version (read back after each update)
     GET  /health                    200
+    meta_info.cached_tokens          prompt tokens the server's prefix (radix) cache reused, when given
+                                     (SGLang's tokenizer_manager fills it; `webrl serve` reports 0)
 
 `webrl serve` (`webrl.serve.native`) speaks the same subset on the transformers backend.
 
@@ -36,6 +38,15 @@ is refused (the rollout retries) rather than sent to the learner. Pixel bounds: 
 min/max pixels travel as `webrl_image_pixels` (a webrl field; SGLang ignores it), so an SGLang
 server must be started with the same bounds in its checkpoint's preprocessor config; a mismatch
 shows as a prompt length or image-token error, never as silently different pixels.
+
+Servers that are down: a request whose server cannot be reached (connection refused or dropped,
+not a timeout) or answers with stale weights goes to the next URL; when every server is so, it
+keeps trying, every 0.5 s, for `down_wait_s` (a launched server being restarted and reloading
+its last weights, `webrl.rollout.server_launcher`), then fails the step. Generation is
+stateless, so sending a dropped request again is safe; a stale answer is never used.
+
+Servers can be started by the user (`rollout.server.urls`) or by the run
+(`rollout.server.launch`, `webrl.rollout.server_launcher`), never both.
 """
 from __future__ import annotations
 
@@ -59,6 +70,42 @@ class ServerEngineError(RuntimeError):
     names the URL and the field). The rollout's retry logic treats it as a failed step."""
 
 
+class ServerUnreachableError(ServerEngineError):
+    """The server could not be reached or dropped the connection (down or restarting)."""
+
+
+class ServerStaleError(ServerEngineError):
+    """The server answered with other weights than this engine loaded (a restarted server
+    before its launcher reloaded the last weights, or someone else's update)."""
+
+
+def reusable_prefix(cached_ids: Sequence[Any], prompt_ids: Sequence[Any]) -> int:
+    """Tokens at the start of `prompt_ids` a prefix (radix) cache holding `cached_ids` could skip:
+    their longest common prefix. For turn t of an episode, `cached_ids` is turn t-1's prompt ids
+    followed by its response ids (what the server computed last for this episode). Pass
+    `image_keyed` sequences so that two images of one size (same pad ids) do not match."""
+    n = 0
+    for a, b in zip(cached_ids, prompt_ids):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def image_keyed(ids: Sequence[int], images: Sequence[Image], pad_id: int) -> list[Any]:
+    """`ids` with the k-th run of `pad_id` tokens keyed by the k-th image's bytes, as SGLang's
+    radix cache keys image tokens by image content (a different screenshot never matches)."""
+    out, k, previous = [], -1, None
+    for t in ids:
+        if t == pad_id:
+            k += previous != pad_id
+            out.append((t, hash(images[k].data) if k < len(images) else None))
+        else:
+            out.append(t)
+        previous = t
+    return out
+
+
 def image_data_url(image: Image) -> str:
     return f"data:image/{image.format};base64,{base64.b64encode(image.data).decode()}"
 
@@ -69,7 +116,7 @@ class ServerEngine:
 
     def __init__(self, urls: Sequence[str], processor: Any, generator: Optional[GeneratorConfig] = None,
                  family: str = "qwen2.5-vl", timeout_s: float = 300.0, max_concurrency: int = 16,
-                 send_pixel_bounds: bool = True, api_key: str = ""):
+                 send_pixel_bounds: bool = True, api_key: str = "", down_wait_s: float = 0.0):
         import httpx
 
         if isinstance(urls, str) or not urls:
@@ -81,7 +128,9 @@ class ServerEngine:
         # The prompt half of the in-process policy (no model): same builder, prompt ids, stop ids.
         self.prompts = GeneratorPolicy(None, processor, generator or GeneratorConfig(), family)
         self.tokenizer = self.prompts.tokenizer
-        self.timeout_s, self.send_pixel_bounds = timeout_s, send_pixel_bounds
+        if down_wait_s < 0:
+            raise ValueError(f"ServerEngine needs down_wait_s >= 0, got {down_wait_s}")
+        self.timeout_s, self.send_pixel_bounds, self.down_wait_s = timeout_s, send_pixel_bounds, down_wait_s
         vocab = self.tokenizer.get_vocab()
         self.vision_ids = {vocab[t] for t in VISION_TOKENS if t in vocab}
         self.weight_version: Optional[str] = None
@@ -120,17 +169,8 @@ class ServerEngine:
         prompt_ids = self.prompts.prompt_ids(prompt)
         with self._lock:
             first = next(self._next)
-        errors = []
-        for k in range(len(self.urls)):  # a failing server: the request goes to the next one
-            url = self.urls[(first + k) % len(self.urls)]
-            try:
-                answer = self._post(url, "/generate", self.request_body(prompt_ids, prompt.images))
-                ids, logprobs = self._read_tokens(url, answer, len(prompt_ids))
-                break
-            except ServerEngineError as e:
-                errors.append(str(e))
-        else:
-            raise ServerEngineError(f"every server failed this request: {'; '.join(errors)}")
+        body = self.request_body(prompt_ids, prompt.images)
+        ids, logprobs, cached = self._generate(body, first, len(prompt_ids))
         ids, finish = self.prompts._cut(ids)  # the in-process engine's own rule
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         for tok in STOP_TOKENS[1:]:  # <|im_end|> / <|endoftext|> are frame, not content (as in-process)
@@ -138,13 +178,34 @@ class ServerEngine:
         stats = DecisionStats(prompt_tokens=len(prompt_ids), response_tokens=len(ids),
                               latency_s=time.perf_counter() - t0, history_turns=len(request.history),
                               history_dropped=prompt.history_dropped, images=len(prompt.images),
-                              over_budget=prompt.over_budget, finish_reason=finish)
+                              over_budget=prompt.over_budget, finish_reason=finish, cached_tokens=cached)
         return Decision(parsed=self.prompts.builder.format.parse(text, prompt.geometry), response_text=text,
                         prompt_ids=prompt_ids, response_ids=ids, logprobs=logprobs[:len(ids)],
                         images=list(prompt.images), stats=stats)
 
-    def _read_tokens(self, url: str, answer: Any, prompt_len: int) -> tuple[list[int], list[float]]:
-        """(sampled ids, their log-probs) from a `/generate` answer, checked field by field."""
+    def _generate(self, body: dict, first: int, prompt_len: int) -> tuple[list[int], list[float], int]:
+        """`_read_tokens` of the first server, from `first` on round robin, that answers `body`
+        well. A failing server passes the request on; when every server is unreachable it tries
+        again until `down_wait_s` has passed since the first try."""
+        deadline = time.monotonic() + self.down_wait_s
+        while True:
+            errors, down = [], 0
+            for k in range(len(self.urls)):
+                url = self.urls[(first + k) % len(self.urls)]
+                try:
+                    return self._read_tokens(url, self._post(url, "/generate", body), prompt_len)
+                except ServerEngineError as e:
+                    errors.append(str(e))
+                    down += isinstance(e, (ServerUnreachableError, ServerStaleError))
+            if down < len(self.urls) or time.monotonic() >= deadline:
+                waited = f" (still down or stale after down_wait_s={self.down_wait_s:g} s)" if down == len(
+                    self.urls) and self.down_wait_s else ""
+                raise ServerEngineError(f"every server failed this request{waited}: {'; '.join(errors)}")
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    def _read_tokens(self, url: str, answer: Any, prompt_len: int) -> tuple[list[int], list[float], int]:
+        """(sampled ids, their log-probs, prompt tokens served from the server's prefix cache)
+        from a `/generate` answer, checked field by field."""
         where = f"{url}/generate"
         meta = answer.get("meta_info") if isinstance(answer, dict) else None
         if not isinstance(meta, dict):
@@ -170,12 +231,17 @@ class ServerEngine:
                                     f"its min/max pixels against generator.prompt)")
         version = meta.get("weight_version")
         if self.weight_version is not None and version is not None and str(version) != self.weight_version:
-            raise ServerEngineError(f"{where}: meta_info.weight_version is {version!r}, but this engine loaded "
+            raise ServerStaleError(f"{where}: meta_info.weight_version is {version!r}, but this engine loaded "
                                     f"{self.weight_version!r} (was the server updated by someone else?)")
         if self.vision_ids.intersection(ids):
             raise ServerEngineError(f"{where}: the response holds a vision placeholder token "
                                     f"({sorted(self.vision_ids.intersection(ids))}); refusing the sample")
-        return ids, logprobs
+        cached = meta.get("cached_tokens")
+        if cached is not None and (isinstance(cached, bool) or not isinstance(cached, int)
+                                   or not 0 <= cached <= prompt_len):
+            raise ServerEngineError(f"{where}: meta_info.cached_tokens must be an integer in [0, {prompt_len}], "
+                                    f"got {cached!r}")
+        return ids, logprobs, cached or 0
 
     # -- weights ---------------------------------------------------------------------------------
     def note_weights(self, version: str) -> None:
@@ -236,8 +302,8 @@ class ServerEngine:
             r = self.client.request(method, where, json=body)
         except httpx.TimeoutException:
             raise ServerEngineError(f"{where}: no answer within {self.timeout_s} s (timeout_s)") from None
-        except httpx.HTTPError as e:
-            raise ServerEngineError(f"{where}: server unreachable ({type(e).__name__}: {e})") from None
+        except httpx.HTTPError as e:  # refused, reset, dropped mid-answer: the server is down
+            raise ServerUnreachableError(f"{where}: server unreachable ({type(e).__name__}: {e})") from None
         if r.status_code != 200:
             raise ServerEngineError(f"{where}: HTTP {r.status_code}: {_error_message(r)}")
         if not want_json:
@@ -269,10 +335,37 @@ def _error_message(response: Any) -> str:
 
 @dataclass
 class ServerConfig:
-    """Inference servers the run's rollouts use (`rollout.engine=server`), started by the user."""
+    """Inference servers the run's rollouts use (`rollout.engine=server`): started by the user
+    (`urls`) or by the run (`launch`, `webrl.rollout.server_launcher`), never both."""
 
     urls: list[str] = field(default_factory=list)
-    """Base URLs of SGLang-native servers (or `webrl serve`), e.g. ["http://10.0.0.5:30000"]."""
+    """Base URLs of SGLang-native servers (or `webrl serve`) the user started, e.g.
+    ["http://10.0.0.5:30000"]. Leave empty with `launch`."""
+    launch: str = "none"
+    """Servers the run starts itself, one Ray actor each, restarted when they die and stopped
+    with the run: none (use `urls`) | webrl (`webrl serve`, transformers; CPU and tests) |
+    sglang (`python -m sglang.launch_server`, needs SGLang and a GPU per server)."""
+    launch_args: list[str] = field(default_factory=list)
+    """Extra arguments appended to the launch command, e.g. ["--tp-size", "2",
+    "--mem-fraction-static", "0.8"] for sglang or ["max_new_tokens=1024"] for webrl."""
+    num_servers: int = 1
+    """Servers to launch (requests are spread over them round robin)."""
+    host: str = "127.0.0.1"
+    """Interface a launched server binds; 0.0.0.0 on a multi-node cluster (its URL then names
+    the node's IP address)."""
+    port: int = 0
+    """Port of launched server i: port + i; 0 = a free port on the server's node."""
+    cpus_per_server: float = 1.0
+    """CPUs each launched server's actor reserves."""
+    gpus_per_server: float = 0.0
+    """GPUs each launched server's actor reserves (its process sees them as CUDA_VISIBLE_DEVICES)."""
+    startup_timeout_s: float = 600.0
+    """A launched server must answer GET /health this soon after each (re)start."""
+    max_restarts: int = 3
+    """Restarts of a launched server that died; one more death is fatal to the run's requests."""
+    down_wait_s: float = -1.0
+    """How long a request keeps retrying while every server is unreachable (restarting);
+    -1 = startup_timeout_s with `launch`, 0 (fail over and fail at once) with `urls`."""
     timeout_s: float = 300.0
     """One /generate (or weight update) longer than this is an error the rollout retries."""
     max_concurrency: int = 16
@@ -281,13 +374,46 @@ class ServerConfig:
     """Environment variable holding the servers' bearer key (empty: none)."""
 
     def __post_init__(self) -> None:
+        from webrl.config import ConfigError
+
         for url in self.urls:
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ValueError(f"rollout.server.urls entries must be http(s) URLs, got {url!r}")
+                raise ConfigError(f"rollout.server.urls entries must be http(s) URLs, got {url!r}")
         if not self.timeout_s > 0:
-            raise ValueError(f"rollout.server.timeout_s must be > 0, got {self.timeout_s!r}")
+            raise ConfigError(f"rollout.server.timeout_s must be > 0, got {self.timeout_s!r}")
         if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
-            raise ValueError(f"rollout.server.max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
+            raise ConfigError(f"rollout.server.max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
+        if self.launch not in LAUNCH_KINDS:
+            raise ConfigError(f"rollout.server.launch must be one of {LAUNCH_KINDS}, got {self.launch!r}")
+        if self.launch != "none" and self.urls:
+            raise ConfigError(f"rollout.server.urls={self.urls} and rollout.server.launch={self.launch!r} are both set: "
+                              f"either point the run at servers you started (urls) or let it launch them "
+                              f"(launch), not both")
+        if self.launch == "none" and (self.launch_args or self.num_servers != 1):
+            raise ConfigError("rollout.server.launch_args / num_servers only act with rollout.server.launch=webrl or "
+                              "sglang; set launch or leave them at their defaults")
+        if not isinstance(self.num_servers, int) or self.num_servers < 1:
+            raise ConfigError(f"rollout.server.num_servers must be an integer >= 1, got {self.num_servers!r}")
+        if not 0 <= self.port <= 65535 - self.num_servers:
+            raise ConfigError(f"rollout.server.port must be 0 (any free port) or leave room for num_servers ports "
+                              f"below 65536, got {self.port!r}")
+        if not self.startup_timeout_s > 0 or self.cpus_per_server < 0 or self.gpus_per_server < 0:
+            raise ConfigError("rollout.server.startup_timeout_s must be > 0 and cpus_per_server / gpus_per_server "
+                              f">= 0, got {self.startup_timeout_s!r}, {self.cpus_per_server!r}, {self.gpus_per_server!r}")
+        if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise ConfigError(f"rollout.server.max_restarts must be an integer >= 0, got {self.max_restarts!r}")
+        if self.down_wait_s < 0 and self.down_wait_s != -1:
+            raise ConfigError(f"rollout.server.down_wait_s must be >= 0 or -1 (automatic), got {self.down_wait_s!r}")
+
+    @property
+    def request_down_wait_s(self) -> float:
+        """`down_wait_s` with -1 resolved."""
+        if self.down_wait_s >= 0:
+            return self.down_wait_s
+        return self.startup_timeout_s if self.launch != "none" else 0.0
+
+
+LAUNCH_KINDS = ("none", "webrl", "sglang")
 
 
 @dataclass
@@ -306,6 +432,8 @@ class ServerEngineFactory:
     max_concurrency: int = 16
     api_key_env: str = ""
     """Environment variable holding the servers' bearer key (empty: none)."""
+    down_wait_s: float = 0.0
+    """How long a request retries while every server is unreachable (`ServerEngine`)."""
 
     def __call__(self) -> ServerEngine:
         from transformers import AutoConfig
@@ -320,4 +448,4 @@ class ServerEngineFactory:
         processor = load_processor(path, config.model_type)
         key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
         return ServerEngine(list(self.urls), processor, self.generator, model_family(config), self.timeout_s,
-                            self.max_concurrency, api_key=key)
+                            self.max_concurrency, api_key=key, down_wait_s=self.down_wait_s)

@@ -1,0 +1,254 @@
+"""Launched inference servers (`webrl.rollout.server_launcher`) with real processes on 127.0.0.1:
+health wait, restart after kill -9 (the request in flight completes, the weights last loaded come
+back), bounded restarts, stop / a dead launcher leave no process, and clear errors (exit at
+start, health deadline) quoting the server's log. Most use a stdlib stub server (starts in well
+under a second); one slow test runs the real `webrl serve` on the tiny model."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import httpx
+import pytest
+
+from webrl.config import ConfigError
+from webrl.rollout.server_engine import ServerConfig, ServerEngine, ServerEngineError
+from webrl.rollout.server_launcher import (InferenceServer, ServerLaunchError, free_port, launch_command)
+
+# A server speaking the /generate subset ServerEngine reads: it answers every prompt with the ids
+# given on its command line (log-prob -0.5 each), after DELAY seconds, and keeps a weight version.
+STUB = textwrap.dedent('''
+    import json, sys, time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    port, delay, ids = int(sys.argv[1]), float(sys.argv[2]), [int(t) for t in sys.argv[3].split(",")]
+    info = {"model_path": "start", "weight_version": "0"}
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+        def reply(self, obj):
+            data = json.dumps(obj).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        def do_GET(self):
+            self.reply({"status": "ok"} if self.path == "/health" else info)
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path == "/update_weights_from_disk":
+                info.update(model_path=body["model_path"], weight_version=body.get("weight_version", "x"))
+                return self.reply({"success": True, "message": "ok"})
+            time.sleep(delay)
+            self.reply({"output_ids": ids, "meta_info": {
+                "output_token_logprobs": [[-0.5, t, None] for t in ids], "prompt_tokens": len(body["input_ids"]),
+                "cached_tokens": 3, "weight_version": info["weight_version"], "finish_reason": {"type": "stop"}}})
+    print("stub listening on", port, flush=True)
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+''')
+
+
+@pytest.fixture(scope="module")
+def stub_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stub") / "stub_server.py"
+    path.write_text(STUB)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def processor(tiny_qwen25vl_path):
+    from webrl.models import load_model
+
+    return load_model(tiny_qwen25vl_path)[1]
+
+
+def stub_server(stub_file, tmp_path, ids=(11, 12), delay_s=0.0, **kw) -> InferenceServer:
+    port = free_port()
+    command = [sys.executable, stub_file, str(port), str(delay_s), ",".join(map(str, ids))]
+    return InferenceServer(command, f"http://127.0.0.1:{port}", tmp_path, check_interval_s=0.2, stop_grace_s=2, **kw)
+
+
+def gone(pid: int, within_s: float = 10.0) -> bool:
+    """True once `pid` no longer exists (or is a zombie nobody reaped), polling up to `within_s`."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(") ", 1)[1].startswith("Z"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def wait_for(condition, within_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def text_request():
+    from tests.policy.helpers import observation
+    from webrl.policy import PolicyRequest
+
+    return PolicyRequest(observation(1, screenshot=None))
+
+
+def test_launch_commands_by_hand():
+    assert launch_command("webrl", "/ckpt", 8123, launch_args=["max_new_tokens=64"]) == [
+        sys.executable, "-m", "webrl.serve", "model_path=/ckpt", "host=127.0.0.1", "port=8123", "max_new_tokens=64"]
+    assert launch_command("sglang", "/ckpt", 30000, "0.0.0.0", ["--tp-size", "2"]) == [
+        sys.executable, "-m", "sglang.launch_server", "--model-path", "/ckpt", "--host", "0.0.0.0", "--port",
+        "30000", "--tp-size", "2"]
+    with pytest.raises(ValueError, match="'webrl' or 'sglang', got 'vllm'"):
+        launch_command("vllm", "/ckpt", 1)
+
+
+def test_server_config_checks():
+    with pytest.raises(ConfigError, match=r"rollout.server.launch must be one of \('none', 'webrl', 'sglang'\)"):
+        ServerConfig(launch="docker")
+    with pytest.raises(ConfigError, match="urls=.* and rollout.server.launch='webrl' are both set"):
+        ServerConfig(urls=["http://127.0.0.1:1"], launch="webrl")
+    with pytest.raises(ConfigError, match="launch_args / num_servers only act with"):
+        ServerConfig(urls=["http://127.0.0.1:1"], num_servers=2)
+    with pytest.raises(ConfigError, match="max_restarts must be an integer >= 0"):
+        ServerConfig(launch="webrl", max_restarts=-1)
+    with pytest.raises(ConfigError, match="down_wait_s must be >= 0 or -1"):
+        ServerConfig(launch="webrl", down_wait_s=-2)
+    assert ServerConfig(urls=["http://127.0.0.1:1"]).request_down_wait_s == 0.0  # user-started: fail over at once
+    assert ServerConfig(launch="webrl", startup_timeout_s=42).request_down_wait_s == 42  # launched: wait out a restart
+    assert ServerConfig(launch="webrl", down_wait_s=5).request_down_wait_s == 5
+
+
+def test_kill_9_restarts_the_server_and_the_request_in_flight_completes(stub_file, tmp_path, processor):
+    server = stub_server(stub_file, tmp_path, ids=(11, 12), delay_s=1.0, max_restarts=2)
+    engine = ServerEngine([server.start()], processor, down_wait_s=30)
+    try:
+        first = server.status()["pid"]
+        # a weight load the supervisor sees (it polls /get_model_info while the server runs) ...
+        httpx.post(f"{server.url}/update_weights_from_disk", json={"model_path": "/w/v3", "weight_version": "r-3"})
+        assert wait_for(lambda: (server._latest_info or {}).get("weight_version") == "r-3")
+        engine.note_weights("r-3")
+        result = {}
+        thread = threading.Thread(target=lambda: result.update(d=engine.act([text_request()])[0]))
+        thread.start()
+        time.sleep(0.4)  # the request is inside the stub's 1 s delay
+        os.kill(first, signal.SIGKILL)
+        thread.join(60)
+        # ... came back after the restart, so the restarted server answers with the same version
+        assert result["d"].response_ids == [11, 12] and result["d"].logprobs == [-0.5, -0.5]
+        assert result["d"].stats.cached_tokens == 3  # meta_info.cached_tokens read into the stats
+        status = server.status()
+        assert status["restarts"] == 1 and status["alive"] and status["pid"] != first and status["failed"] is None
+        assert httpx.get(f"{server.url}/get_model_info").json() == {"model_path": "/w/v3", "weight_version": "r-3"}
+    finally:
+        engine.close()
+        server.stop()
+    assert gone(status["pid"]) and gone(first)
+    assert "stub listening on" in (tmp_path / "server.log").read_text()
+
+
+def test_restarts_are_bounded(stub_file, tmp_path):
+    server = stub_server(stub_file, tmp_path, max_restarts=1)
+    server.start()
+    try:
+        os.kill(server.status()["pid"], signal.SIGKILL)
+        assert wait_for(lambda: server.status()["restarts"] == 1 and server.status()["healthy"])
+        os.kill(server.status()["pid"], signal.SIGKILL)
+        assert wait_for(lambda: server.status()["failed"] is not None)
+        assert "died (exit code -9) after 1 restarts (rollout.server.max_restarts)" in server.failed
+        assert "stub listening on" in server.failed  # the log's end is quoted
+    finally:
+        server.stop()
+
+
+def test_a_command_that_exits_at_once_is_a_clear_error(tmp_path):
+    command = [sys.executable, "-c", "print('cannot load the checkpoint'); raise SystemExit(3)"]
+    server = InferenceServer(command, "http://127.0.0.1:9", tmp_path, startup_timeout_s=120)
+    with pytest.raises(ServerLaunchError) as e:
+        server.start()
+    message = str(e.value)
+    assert "http://127.0.0.1:9: the server process exited with code 3 before answering /health" in message
+    assert "command: " + " ".join(command) in message and "cannot load the checkpoint" in message
+    server.stop()
+
+
+def test_health_deadline_is_a_clear_error_and_kills_the_process(tmp_path):
+    command = [sys.executable, "-c", "import time; print('loading weights', flush=True); time.sleep(120)"]
+    server = InferenceServer(command, f"http://127.0.0.1:{free_port()}", tmp_path, startup_timeout_s=1.5,
+                             stop_grace_s=2)
+    with pytest.raises(ServerLaunchError, match=r"no 200 from /health within 1.5 s \(rollout.server.startup_timeout_s"
+                                                r"\)[\s\S]*loading weights"):
+        server.start()
+    assert gone(server.status()["pid"])
+    server.stop()
+
+
+def test_a_killed_launcher_takes_its_server_with_it(stub_file, tmp_path):
+    """No orphans when the launching process itself dies (a Ray actor killed at shutdown)."""
+    port = free_port()
+    module = os.path.abspath("webrl/rollout/server_launcher.py")  # stdlib-only imports: load it alone, fast
+    script = textwrap.dedent(f'''
+        import importlib.util, sys, time
+        spec = importlib.util.spec_from_file_location("server_launcher", {module!r})
+        launcher = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(launcher)
+        InferenceServer = launcher.InferenceServer
+        s = InferenceServer([sys.executable, {stub_file!r}, "{port}", "0", "1"], "http://127.0.0.1:{port}",
+                            {str(tmp_path)!r})
+        s.start()
+        print(s.status()["pid"], flush=True)
+        time.sleep(120)
+    ''')
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                                cwd=os.getcwd())
+    try:
+        server_pid = int(launcher.stdout.readline())
+        assert not gone(server_pid, within_s=0.2)
+        launcher.kill()  # SIGKILL: no cleanup code of the launcher runs
+        launcher.wait()
+        assert gone(server_pid)
+    finally:
+        launcher.kill()
+
+
+def test_requests_wait_for_a_down_server_then_fail_clearly(processor):
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    engine = ServerEngine([url], processor, down_wait_s=0.6)
+    with pytest.raises(ServerEngineError, match=r"still down or stale after down_wait_s=0.6 s.*server unreachable"):
+        engine.act([text_request()])
+    engine.close()
+
+
+@pytest.mark.slow
+def test_webrl_serve_launched_restarted_and_equal_to_in_process(tmp_path, tiny_qwen25vl_path):
+    """The real `webrl serve` (tiny model, own process): greedy decisions equal the in-process
+    policy's; after kill -9 the launcher restarts it and the next act gives the same decision."""
+    from webrl.models import load_model
+    from webrl.policy import GeneratorConfig, GeneratorPolicy, SamplingConfig
+
+    port = free_port()
+    server = InferenceServer(launch_command("webrl", tiny_qwen25vl_path, port, launch_args=["default_max_tokens=16"]),
+                             f"http://127.0.0.1:{port}", tmp_path, startup_timeout_s=300, check_interval_s=0.5)
+    model, proc = load_model(tiny_qwen25vl_path)
+    config = GeneratorConfig(sampling=SamplingConfig(greedy=True, max_new_tokens=8))
+    local = GeneratorPolicy(model, proc, config).act([text_request()])[0]
+    engine = ServerEngine([server.start()], proc, config, down_wait_s=300)
+    try:
+        before = engine.act([text_request()])[0]
+        assert before.response_ids == local.response_ids and before.stats.cached_tokens == 0
+        first = server.status()["pid"]
+        os.kill(first, signal.SIGKILL)
+        after = engine.act([text_request()])[0]  # waits out the restart
+        assert after.response_ids == before.response_ids and server.status()["restarts"] == 1
+    finally:
+        engine.close()
+        server.stop()
+    assert gone(first) and gone(server.status()["pid"])

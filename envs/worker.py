@@ -1,18 +1,38 @@
-"""`EnvWorker`: N environment slots on one Chromium, and its thin Ray actor shell.
+"""`EnvWorker`: N environment slots on one or more Chromiums, and its thin Ray actor shell.
 
-Each slot is a `WebEnv` with its own BrowserContext per episode (isolated cookies and storage);
-all slots share the worker's `BrowserSession`, so one process and one browser serve many envs.
+Each slot is a `WebEnv` with its own BrowserContext per episode (isolated cookies and storage).
 Observations leave the worker with the screenshot as PNG bytes (`obs["screenshot"]`), never as
 a pickled array: a 1280x1000 RGB array is 3.8 MB, its PNG tens of kB.
 
-The Ray shell is `ray.remote(...)(EnvWorker)` with `max_concurrency=1` (sync Playwright must
-stay on one thread) and `max_restarts` (a worker that dies comes back with a fresh browser;
-calls that were in flight fail with RayActorError and the caller decides what to retry).
+Concurrency: the slots are split round-robin over `threads` browser groups (slot i in group
+i % threads). A group is one thread with its own sync-Playwright driver and its own
+`BrowserSession` (one Chromium); its slots' calls run on that thread only, because sync
+Playwright objects may only be used from the thread that made them. Calls for slots of
+different groups run at the same time; calls for slots of one group queue on its thread.
+With threads=1 nothing changes from a single-threaded worker: one Chromium, and calls run
+inline on the caller's thread (tests may then touch `worker.envs[i].page` directly).
+
+Why threads and not async Playwright: `WebEnv` (actions, readiness waits, the watchdog, tasks'
+`setup/reward/solve` hooks written by users) is sync Playwright code; an async worker would need
+all of it written twice. A step is mostly waiting on Chromium (IPC, page loads, server time),
+during which the GIL is free, so threads overlap exactly what is slow. The price is one
+Chromium browser process per group (its renderers are per context either way; measured about
+190 MB PSS per further group, benchmarks/results/env_concurrency_2026-12-01), hence
+`threads` defaults to 1 and a GPU run sets it (e.g. `env.threads=env.num_slots` when memory
+allows, or a divisor of num_slots to share browsers between slots).
+
+The Ray shell is `ray.remote(...)(EnvWorker)` with `max_concurrency=1` when threads=1 (all
+calls on one thread, as sync Playwright needs) and `num_slots + 1` otherwise (every slot's call
+can wait on its group's thread at once, and a ping still gets through); `max_restarts` brings a
+dead worker back with fresh browsers (calls in flight fail with RayActorError and the caller
+decides what to retry). A dead Chromium in one group ends that group's running episodes with
+`info["infra_error"]` and is relaunched; other groups' episodes go on.
 """
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 
@@ -26,10 +46,14 @@ from webrl.envs.web_env import WebEnv
 
 @dataclass
 class EnvWorkerConfig:
-    """One worker process: how many env slots share its browser, and their env config."""
+    """One worker process: how many env slots, on how many browsers, and their env config."""
 
     num_slots: int = 4
-    """Environments hosted on the worker's single Chromium."""
+    """Environments hosted on the worker."""
+    threads: int = 1
+    """Browser groups, each one thread + one Chromium; slot i runs in group i % threads, so up to
+    `threads` slots step at the same time. 1..num_slots; 1 = one browser, calls inline (each
+    further group costs one Chromium browser process)."""
     env: WebEnvConfig = field(default_factory=WebEnvConfig)
     """Config of every slot."""
     png_compress_level: int = 1
@@ -42,6 +66,9 @@ class EnvWorkerConfig:
             self.env = as_config(self.env)
         if not 1 <= self.num_slots <= 256:
             raise ValueError(f"EnvWorkerConfig.num_slots must be in 1..256, got {self.num_slots!r}")
+        if not isinstance(self.threads, int) or not 1 <= self.threads <= self.num_slots:
+            raise ValueError(f"EnvWorkerConfig.threads (env.threads) must be an integer in 1..num_slots "
+                             f"= 1..{self.num_slots}, got {self.threads!r}")
         if not 0 <= self.png_compress_level <= 9:
             raise ValueError(f"EnvWorkerConfig.png_compress_level must be in 0..9, got {self.png_compress_level!r}")
 
@@ -63,8 +90,41 @@ class EnvStepResult:
     info: dict[str, Any]
 
 
+class _BrowserGroup:
+    """One thread's sync Playwright + BrowserSession; every call on its objects goes through `run`.
+
+    inline=True runs calls on the caller's thread (the threads=1 worker); otherwise the group owns
+    a one-thread executor, so whoever calls `run`, Playwright sees one thread.
+    """
+
+    def __init__(self, index: int, inline: bool):
+        self.index = index
+        self.session: Optional[BrowserSession] = None
+        self._executor = None if inline else ThreadPoolExecutor(1, thread_name_prefix=f"webrl-env-group{index}")
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._executor is None:
+            return fn(*args, **kwargs)
+        return self._executor.submit(fn, *args, **kwargs).result()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A future for `fn(*args)` on the group's thread (inline groups run it now)."""
+        if self._executor is None:
+            future: Future = Future()
+            try:
+                future.set_result(fn(*args))
+            except BaseException as error:  # delivered by .result(), like an executor's future
+                future.set_exception(error)
+            return future
+        return self._executor.submit(fn, *args)
+
+    def shutdown(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+
 class EnvWorker:
-    """N `WebEnv` slots on one browser; reset/step address a slot. Plain class (tests use it)."""
+    """N `WebEnv` slots over `threads` browsers; reset/step address a slot. Plain class (tests use it)."""
 
     def __init__(self, config: Union[EnvWorkerConfig, Mapping[str, Any], None] = None,
                  tasks: Optional[TaskSource] = None):
@@ -73,20 +133,71 @@ class EnvWorker:
         elif isinstance(config, Mapping):
             config = EnvWorkerConfig(**dict(config))
         self.config = config
-        self.session = BrowserSession(config.env.browser)
-        self.session.start()
-        self.envs = [WebEnv(config.env, tasks=tasks, session=self.session)
-                     for _ in range(config.num_slots)]
+        self.groups = [_BrowserGroup(g, inline=config.threads == 1) for g in range(config.threads)]
+        self.envs: list[WebEnv] = [None] * config.num_slots  # type: ignore[list-item]
+        # groups start their browsers at the same time, each on its own thread
+        futures = [group.submit(self._start_group, group, tasks) for group in self.groups]
+        errors = [f.exception() for f in futures]
+        if any(errors):
+            self.close()
+            raise next(e for e in errors if e is not None)
+
+    def _start_group(self, group: _BrowserGroup, tasks: Optional[TaskSource]) -> None:
+        """On the group's thread: its browser, then its slots' envs."""
+        group.session = BrowserSession(self.config.env.browser)
+        group.session.start()
+        for slot in range(group.index, self.config.num_slots, len(self.groups)):
+            self.envs[slot] = WebEnv(self.config.env, tasks=tasks, session=group.session)
 
     @property
     def num_slots(self) -> int:
         return len(self.envs)
 
+    @property
+    def session(self) -> BrowserSession:
+        """The first group's browser (the only one with threads=1)."""
+        assert self.groups[0].session is not None
+        return self.groups[0].session
+
+    @property
+    def sessions(self) -> list[BrowserSession]:
+        """Every group's browser, group order (slot i uses sessions[i % threads])."""
+        return [g.session for g in self.groups if g.session is not None]
+
     def reset(self, slot: int, seed: Optional[int] = None,
               options: Optional[dict[str, Any]] = None) -> EnvStepResult:
         """Start an episode in `slot`. A reset that fails twice comes back truncated with
         info["infra_error"] instead of raising, so one bad task cannot kill the worker."""
-        env = self._env(slot)
+        return self._group(slot).run(self._reset, slot, seed, options)
+
+    def step(self, slot: int, action: Union[Action, str]) -> EnvStepResult:
+        return self._group(slot).run(self._step, slot, action)
+
+    def timings(self, slot: int) -> dict[str, float]:
+        """The slot's last reset/step wall time in seconds."""
+        return dict(self._env(slot).last_timings)
+
+    def ping(self) -> bool:
+        """Every group's browser is running."""
+        return all(g.run(g.session.is_alive) for g in self.groups if g.session is not None)
+
+    def close(self) -> None:
+        for group in self.groups:
+            try:
+                group.run(self._close_group, group)
+            finally:
+                group.shutdown()
+
+    def _close_group(self, group: _BrowserGroup) -> None:
+        for slot in range(group.index, len(self.envs), len(self.groups)):
+            if self.envs[slot] is not None:
+                self.envs[slot].close()
+        if group.session is not None:
+            group.session.close()
+
+    # -- on the slot's group thread --------------------------------------------------------------
+    def _reset(self, slot: int, seed: Optional[int], options: Optional[dict[str, Any]]) -> EnvStepResult:
+        env = self.envs[slot]
         try:
             obs, info = env.reset(seed=seed, options=options)
         except InfraError as error:
@@ -97,21 +208,13 @@ class EnvWorker:
             return self._pack(slot, obs, 0.0, False, True, info)
         return self._pack(slot, obs, 0.0, False, False, info)
 
-    def step(self, slot: int, action: Union[Action, str]) -> EnvStepResult:
-        obs, reward, terminated, truncated, info = self._env(slot).step(action)
+    def _step(self, slot: int, action: Union[Action, str]) -> EnvStepResult:
+        obs, reward, terminated, truncated, info = self.envs[slot].step(action)
         return self._pack(slot, obs, reward, terminated, truncated, info)
 
-    def timings(self, slot: int) -> dict[str, float]:
-        """The slot's last reset/step wall time in seconds."""
-        return dict(self._env(slot).last_timings)
-
-    def ping(self) -> bool:
-        return self.session.is_alive()
-
-    def close(self) -> None:
-        for env in self.envs:
-            env.close()
-        self.session.close()
+    def _group(self, slot: int) -> _BrowserGroup:
+        self._env(slot)  # range check
+        return self.groups[slot % len(self.groups)]
 
     def _env(self, slot: int) -> WebEnv:
         if not 0 <= slot < len(self.envs):
@@ -133,13 +236,25 @@ class EnvWorker:
         return EnvStepResult(slot, observation, float(reward), bool(terminated), bool(truncated), info)
 
 
+def actor_concurrency(config: EnvWorkerConfig) -> int:
+    """Ray max_concurrency of the worker's shell: 1 for one inline browser, else a call per slot
+    plus one (so ping/close are not stuck behind waiting steps)."""
+    return 1 if config.threads == 1 else config.num_slots + 1
+
+
 def make_env_worker_actor(config: Union[EnvWorkerConfig, Mapping[str, Any], None] = None,
                           tasks: Optional[TaskSource] = None, *, num_cpus: float = 1.0,
                           max_restarts: int = 3, **actor_options: Any) -> Any:
-    """Start `EnvWorker` as a Ray actor (sync, max_concurrency=1) and return its handle."""
+    """Start `EnvWorker` as a Ray actor (threaded, `actor_concurrency(config)` calls at once) and
+    return its handle."""
     import ray
 
-    actor_class = ray.remote(num_cpus=num_cpus, max_restarts=max_restarts, max_concurrency=1)(EnvWorker)
+    if config is None:
+        config = EnvWorkerConfig()
+    elif isinstance(config, Mapping):
+        config = EnvWorkerConfig(**dict(config))
+    actor_class = ray.remote(num_cpus=num_cpus, max_restarts=max_restarts,
+                             max_concurrency=actor_concurrency(config))(EnvWorker)
     if actor_options:
         actor_class = actor_class.options(**actor_options)
     return actor_class.remote(config, tasks)

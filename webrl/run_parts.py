@@ -48,7 +48,8 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
     reward_fn = build_reward(cfg.reward)
     train_source, eval_source = task_sources(cfg.tasks, max_steps=cfg.rollout.max_turns)
     slots = actors.start_env_workers()
-    trajectory_log = TrajectoryLog(run_dir)
+    trajectory_log = TrajectoryLog(run_dir, sample=cfg.rollout.log_trajectories, seed=cfg.run.seed,
+                                   images=cfg.rollout.log_images)
     greedy_coordinator = None
     if cfg.tasks.eval_tasks:  # no evaluation worker for a run without evaluation tasks
         greedy = dataclasses.replace(cfg.generator, sampling=dataclasses.replace(cfg.generator.sampling, greedy=True))

@@ -56,7 +56,10 @@ class RewardResult:
 @runtime_checkable
 class RewardFn(Protocol):
     """Anything with a `name` that scores one trajectory. Must not raise on agent behaviour;
-    infrastructure failures come back as `RewardResult.drop(...)`."""
+    infrastructure failures come back as `RewardResult.drop(...)`. It may also carry an int
+    `max_concurrency` (`build_reward` sets reward.max_concurrency): how many trajectories
+    `score_trajectories` scores at once; without it, one at a time. A reward fn with a bound
+    above 1 is called from several threads at once."""
 
     name: str
 
@@ -82,8 +85,9 @@ def apply_reward(trajectory: Trajectory, result: RewardResult) -> Trajectory:
 
 
 def score_trajectories(reward_fn: RewardFn, trajectories: Sequence[Trajectory],
-                       max_workers: int = 1) -> list[RewardResult]:
-    """Score and `apply_reward` every trajectory; judges run `max_workers` at a time.
+                       max_workers: Optional[int] = None) -> list[RewardResult]:
+    """Score and `apply_reward` every trajectory, `max_workers` at a time (default: the reward
+    fn's `max_concurrency`, else 1); results are in the trajectories' order.
 
     Already-dropped trajectories are not sent to the reward function (no judge call is
     spent on them); their result repeats the existing drop reason.
@@ -98,10 +102,12 @@ def score_trajectories(reward_fn: RewardFn, trajectories: Sequence[Trajectory],
         apply_reward(traj, result)
         return result
 
+    if max_workers is None:
+        max_workers = int(getattr(reward_fn, "max_concurrency", 1) or 1)
     if max_workers <= 1 or len(trajectories) <= 1:
         return [one(t) for t in trajectories]
-    with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        return list(pool.map(one, trajectories))
+    with ThreadPoolExecutor(min(max_workers, len(trajectories)), thread_name_prefix="webrl-reward") as pool:
+        return list(pool.map(one, trajectories))  # map keeps the input order
 
 
 def reward_metrics(results: Iterable[RewardResult], prefix: str = "reward/") -> dict[str, float]:

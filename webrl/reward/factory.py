@@ -57,6 +57,10 @@ class RewardConfig:
     """Format rules of kind=recipe."""
     programmatic: ProgrammaticRewardConfig = field(default_factory=ProgrammaticRewardConfig)
     """Where the env records the checker's reward."""
+    max_concurrency: int = 0
+    """Trajectories scored at once by `score_trajectories` (judge calls overlap; results keep the
+    trajectories' order). 0 = auto: openai.max_concurrency for backend=openai, 1 for backend=local
+    (one in-process model) and for kind=programmatic (the checker is instant)."""
 
     def __post_init__(self) -> None:
         if self.kind not in REWARD_KINDS:
@@ -65,6 +69,21 @@ class RewardConfig:
             raise ValueError(f"RewardConfig.judge must be one of {JUDGES}, got {self.judge!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"RewardConfig.backend must be one of {BACKENDS}, got {self.backend!r}")
+        if not isinstance(self.max_concurrency, int) or self.max_concurrency < 0:
+            raise ValueError(f"RewardConfig.max_concurrency (reward.max_concurrency) must be an integer >= 1, "
+                             f"or 0 (auto), got {self.max_concurrency!r}")
+        if self.backend == "local" and self.kind != "programmatic" and self.max_concurrency > 1:
+            raise ValueError(f"RewardConfig.max_concurrency={self.max_concurrency} with backend=local: the in-process "
+                             f"judge model serves one call at a time; set reward.max_concurrency to 1 or 0 (auto), "
+                             f"or use backend=openai (e.g. `webrl serve`) for concurrent judging")
+
+    def concurrency(self) -> int:
+        """The bound `max_concurrency` stands for (auto resolved)."""
+        if self.max_concurrency:
+            return self.max_concurrency
+        if self.kind == "programmatic" or self.backend == "local":
+            return 1
+        return self.openai.max_concurrency
 
 
 def build_evaluator(config: RewardConfig) -> Any:
@@ -91,12 +110,15 @@ def build_judge(config: RewardConfig, backend: Optional[Any] = None) -> JudgeRew
 
 
 def build_reward(config: RewardConfig, backend: Optional[Any] = None) -> RewardFn:
-    """The configured reward function. The judge backend is only built when one is needed."""
+    """The configured reward function, carrying `max_concurrency` (`config.concurrency()`), the
+    bound `score_trajectories` uses. The judge backend is only built when one is needed."""
     checker = ProgrammaticReward(config.programmatic)
     if config.kind == "programmatic":
-        return checker
-    judge = build_judge(config, backend)
-    if config.kind == "judge":
-        return judge
-    scorer = FallbackReward(checker, judge) if config.use_checker else judge
-    return RecipeReward(scorer, config.recipe)
+        reward_fn: Any = checker
+    elif config.kind == "judge":
+        reward_fn = build_judge(config, backend)
+    else:
+        judge = build_judge(config, backend)
+        reward_fn = RecipeReward(FallbackReward(checker, judge) if config.use_checker else judge, config.recipe)
+    reward_fn.max_concurrency = config.concurrency()
+    return reward_fn

@@ -8,7 +8,10 @@ other trajectories between turns; a group is complete when all its members finis
 Failures: an infrastructure error (browser crash reported in `info["infra_error"]`, a dead
 EnvWorker actor, a step or trajectory timeout) restarts that trajectory from scratch on
 another slot, up to `max_retries` times; after that the trajectory is dropped with the
-reason. Dropped trajectories are counted and never scored as task failures.
+reason. Dropped trajectories are counted and never scored as task failures. Each env call
+has `step_timeout_s`, each inference call `inference_timeout_s`; the whole trajectory's limit
+defaults to their sum over the turn limit (`RolloutConfig.trajectory_timeout`), so a long
+episode whose every call is on time is never cut for being long.
 
 Modes: `collect` is sync mode (a whole batch, then train). Async mode (rollouts go on while
 the learner trains, bounded by `max_staleness`) is `AsyncCollector` (async_collector.py), which
@@ -31,6 +34,7 @@ from typing import Any, Callable, Optional, Sequence
 from webrl.actions import Action
 from webrl.policy.types import Observation, PolicyRequest
 from webrl.rollout.balanced import BalancedRolloutConfig
+from webrl.rollout.progress import LOG_IMAGES, log_fraction
 from webrl.rollout.server_engine import ServerConfig
 from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
 
@@ -75,8 +79,18 @@ class RolloutConfig:
     stop_after_parse_failures: int = 0
     """End an episode right after this many consecutive turns whose response did not parse into
     an action (the recipe's rule: 3; its reward scores such an episode -1); 0 = never."""
-    trajectory_timeout_s: float = 600.0
-    """A whole trajectory longer than this is an infrastructure error."""
+    trajectory_timeout_s: float = 0.0
+    """A whole trajectory longer than this is an infrastructure error. 0 = auto: the longest a
+    trajectory can take when every call keeps within its own limit, `trajectory_timeout(max_turns)`
+    = step_timeout_s (the reset) + max_turns x (step_timeout_s + inference_timeout_s), so the limit
+    grows with the turn limit (horizon_schedule included) instead of cutting long episodes."""
+    log_trajectories: str = "all"
+    """Which finished trajectories the run's trajectory log keeps: all | none | a fraction in (0, 1]
+    of groups, chosen by a hash of (run.seed, group id), so reruns log the same ones
+    (`webrl.rollout.progress`)."""
+    log_images: str = "auto"
+    """Images in the trajectory log: auto (JPEG where it is smaller than the env's PNG, else the
+    PNG) | jpeg (always re-encoded, lossy) | png (the env's lossless bytes) | none (no image files)."""
     max_retries: int = 2
     """Infrastructure-error restarts of one trajectory before it is dropped."""
     retry_backoff_s: float = 2.0
@@ -109,8 +123,9 @@ class RolloutConfig:
                              "on its own thread, so set rollout.mode=sync or rollout.balanced.enabled=false")
         if self.engine not in ENGINES:
             raise ValueError(f"rollout.engine must be one of {ENGINES}, got {self.engine!r}")
-        if self.engine == "server" and not self.server.urls:
-            raise ValueError("rollout.engine=server needs rollout.server.urls (the servers' base URLs)")
+        if self.engine == "server" and not self.server.urls and self.server.launch == "none":
+            raise ValueError("rollout.engine=server needs servers: rollout.server.urls (the base URLs of servers you "
+                             "started) or rollout.server.launch=webrl|sglang (the run starts them)")
         if self.engine != "server" and self.server != ServerConfig():
             raise ValueError("rollout.server.* is set but rollout.engine is not 'server'; set rollout.engine=server "
                              "or leave rollout.server at its defaults")
@@ -121,16 +136,22 @@ class RolloutConfig:
                              f"the iteration's tasks x group_size rollouts are split into groups of that size range")
         if self.group_size < 1 or self.max_turns < 1:
             raise ValueError("rollout.group_size and rollout.max_turns must be >= 1")
-        for name in ("step_timeout_s", "inference_timeout_s", "trajectory_timeout_s"):
+        for name in ("step_timeout_s", "inference_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"rollout.{name} must be > 0, got {getattr(self, name)!r}")
-        if self.inference_timeout_s >= self.trajectory_timeout_s:
+        if not self.trajectory_timeout_s >= 0:
+            raise ValueError(f"rollout.trajectory_timeout_s must be > 0 (seconds) or 0 (auto), "
+                             f"got {self.trajectory_timeout_s!r}")
+        if self.trajectory_timeout_s and self.inference_timeout_s >= self.trajectory_timeout_s:
             raise ValueError(f"rollout.inference_timeout_s ({self.inference_timeout_s}) must be below "
                              f"rollout.trajectory_timeout_s ({self.trajectory_timeout_s}), which would end the "
                              f"trajectory first")
         if not isinstance(self.stop_after_parse_failures, int) or self.stop_after_parse_failures < 0:
             raise ValueError(f"rollout.stop_after_parse_failures must be an integer >= 0 (0 = never), "
                              f"got {self.stop_after_parse_failures!r}")
+        log_fraction(self.log_trajectories)  # raises naming rollout.log_trajectories
+        if self.log_images not in LOG_IMAGES:
+            raise ValueError(f"rollout.log_images must be one of {' | '.join(LOG_IMAGES)}, got {self.log_images!r}")
         if self.mode not in ("sync", "async"):
             raise ValueError(f"rollout.mode must be sync | async, got {self.mode!r}")
         if not isinstance(self.max_staleness, int) or self.max_staleness < 0:
@@ -140,6 +161,13 @@ class RolloutConfig:
         for entry in self.horizon_schedule:
             if len(entry) != 2 or entry[1] < 1:
                 raise ValueError(f"rollout.horizon_schedule entries are [from_iteration, max_turns], got {entry}")
+
+    def trajectory_timeout(self, max_turns: int) -> float:
+        """Seconds one trajectory of at most `max_turns` turns may take: trajectory_timeout_s when
+        set, else (auto) one reset plus max_turns env steps and inference calls at their limits."""
+        if self.trajectory_timeout_s:
+            return float(self.trajectory_timeout_s)
+        return self.step_timeout_s + max_turns * (self.step_timeout_s + self.inference_timeout_s)
 
     def horizon(self, iteration: int) -> int:
         """Max turns at `iteration`: the last schedule entry that has started, else max_turns."""
@@ -166,6 +194,8 @@ class RolloutStats:
     wall_s: float = 0.0
     stale: int = 0
     """async mode: trajectories discarded because their group held a turn older than max_staleness."""
+    log_bytes: int = 0
+    """Bytes the trajectory log (`on_trajectory`, when it returns a count) wrote for these trajectories."""
 
     @property
     def steps_per_s(self) -> float:
@@ -196,11 +226,13 @@ class RolloutCoordinator:
       `step(slot, action)`, each returning an `EnvStepResult` (webrl.envs.worker), either as
       Ray actor handles (`.remote`) or plain objects with async methods.
     inference: handles with `act_one(request)` -> (Decision, version) (Ray or plain async).
-    is_dead(error) -> bool: whether an exception means the env worker died (Ray errors).
+    on_trajectory(traj): called once per finished trajectory in a thread of the loop's default
+      executor (a log's encoding and writing must not stall the other trajectories); an int it
+      returns is added to `RolloutStats.log_bytes` (`TrajectoryLog` returns the bytes it wrote).
     """
 
     def __init__(self, env_slots: Sequence[tuple[Any, int]], inference: Sequence[Any],
-                 config: RolloutConfig, on_trajectory: Optional[Callable[[Trajectory], None]] = None,
+                 config: RolloutConfig, on_trajectory: Optional[Callable[[Trajectory], Any]] = None,
                  progress: Optional[Callable[[RolloutStats, int], None]] = None):
         if not env_slots or not inference:
             raise ValueError("RolloutCoordinator needs at least one env slot and one inference worker")
@@ -248,17 +280,16 @@ class RolloutCoordinator:
     # -- one trajectory, retried on infrastructure errors ----------------------------------
     async def _trajectory(self, task: Any, group_id: str, max_turns: int, slots: asyncio.Queue,
                           stats: RolloutStats, total: int, start: float) -> Trajectory:
-        reason = ""
+        reason, limit_s = "", self.config.trajectory_timeout(max_turns)
         for attempt in range(self.config.max_retries + 1):
             slot = await slots.get()
             try:
-                traj = await asyncio.wait_for(self._episode(task, group_id, max_turns, slot, stats),
-                                              self.config.trajectory_timeout_s)
+                traj = await asyncio.wait_for(self._episode(task, group_id, max_turns, slot, stats), limit_s)
                 traj.info.attempts = attempt + 1
                 break
             except asyncio.TimeoutError:
                 c = self.config
-                reason = (f"timeout: trajectory over {c.trajectory_timeout_s}s, an env call over {c.step_timeout_s}s or "
+                reason = (f"timeout: trajectory over {limit_s:g}s, an env call over {c.step_timeout_s}s or "
                           f"an inference call over {c.inference_timeout_s}s (rollout.*_timeout_s)")
             except EpisodeInfraError as e:
                 reason = str(e)
@@ -277,8 +308,9 @@ class RolloutCoordinator:
         stats.dropped += traj.status == "dropped"
         stats.successes += traj.status == "ok" and (traj.info.task_reward or 0) > 0
         stats.wall_s = time.monotonic() - start
-        if self.on_trajectory:
-            self.on_trajectory(traj)
+        if self.on_trajectory:  # off the event loop: encoding and writing images must not stall other trajectories
+            written = await asyncio.get_running_loop().run_in_executor(None, self.on_trajectory, traj)
+            stats.log_bytes += written if isinstance(written, int) else 0
         if self.progress and total:  # total 0: the caller reports progress (AsyncCollector)
             self.progress(stats, total)
         return traj

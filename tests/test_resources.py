@@ -159,3 +159,22 @@ def test_start_up_waits_end_with_an_error_naming_what_they_waited_for(ray_cluste
     with pytest.raises(ResourceError, match=r"waiting for the learner's placement group"):
         LearnerGroup(LearnerConfig(), run, num_ranks=1, resources_per_rank={"CPU": 64.0}, startup_timeout_s=2)
     ray.get(ray.remote(num_cpus=4)(lambda: 1).remote(), timeout=60)  # the group was removed: all 4 CPUs free
+
+
+def test_launched_inference_servers_are_asked_for_and_refused_when_the_cluster_lacks_their_gpus():
+    # The 4B preset with 4 SGLang servers the run launches itself (1 GPU each) instead of in-process
+    # inference GPUs: 4 learner GPUs + 4 server GPUs = 8 fits one 8-GPU node; 5 servers (9 GPUs) do not.
+    server = ["rollout.engine=server", "rollout.server.launch=sglang", "rollout.server.gpus_per_server=1",
+              "resources.gpus_per_inference_worker=0", "resources.num_inference_workers=1",
+              "inference.max_batch_size=16"]
+    config = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + server + ["rollout.server.num_servers=4"])
+    rows = request_rows(config, "train")
+    assert ("inference server", 4, config.rollout.server.cpus_per_server, 1.0) in rows
+    assert sum(count * gpus for _, count, _, gpus in rows) == 8
+    check_resources(rows, EIGHT_GPU_NODE)
+    too_many = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + server + ["rollout.server.num_servers=5"])
+    with pytest.raises(ResourceError, match="9 GPUs in all and the cluster has 8") as raised:
+        check_resources(request_rows(too_many), EIGHT_GPU_NODE)
+    assert "rollout.server.num_servers" in str(raised.value)
+    # servers the user started (urls) are not the run's to place; sft and eval start none
+    assert all(kind != "inference server" for kind, *_ in request_rows(config, "sft"))

@@ -31,6 +31,7 @@ SETTINGS = {
                   "resources.gpus_per_inference_worker"),
     "eval": ("tasks.eval_tasks (0: no evaluation worker)",),
     "env": ("resources.num_env_workers", "resources.cpus_per_env_worker"),
+    "server": ("rollout.server.num_servers", "rollout.server.cpus_per_server", "rollout.server.gpus_per_server"),
 }
 
 
@@ -52,7 +53,7 @@ MODES = ("train", "sft", "eval")
 
 def request_rows(config: Any, mode: str = "train") -> list[tuple[str, int, float, float]]:
     """(kind, count, CPUs each, GPUs each) of the actors a run in `mode` starts (the driver is not
-    an actor). train: everything; sft (`webrl sft`): the learner only; eval (`webrl eval`): env
+    an actor). train: everything (and the inference servers of rollout.server.launch); sft (`webrl sft`): the learner only; eval (`webrl eval`): env
     workers, the greedy worker (no GPU when eval.endpoint serves it) and, with
     eval.samples_per_task, one sampler."""
     if mode not in MODES:
@@ -68,7 +69,17 @@ def request_rows(config: Any, mode: str = "train") -> list[tuple[str, int, float
              res.gpus_per_learner_rank),
             ("rollout inference worker", rollout, res.cpus_per_inference_worker, res.gpus_per_inference_worker),
             ("evaluation inference worker", 1 if evaluating else 0, res.cpus_per_inference_worker, eval_gpus),
-            ("env worker", res.num_env_workers if mode != "sft" else 0, res.cpus_per_env_worker, 0.0)]
+            ("env worker", res.num_env_workers if mode != "sft" else 0, res.cpus_per_env_worker, 0.0),
+            *_server_rows(config, mode)]
+
+
+def _server_rows(config: Any, mode: str) -> list[tuple[str, int, float, float]]:
+    """The inference servers a training run launches itself (rollout.server.launch), if any."""
+    rollout = getattr(config, "rollout", None)
+    server = getattr(rollout, "server", None)
+    if mode != "train" or getattr(rollout, "engine", "") != "server" or getattr(server, "launch", "none") == "none":
+        return []
+    return [("inference server", server.num_servers, server.cpus_per_server, server.gpus_per_server)]
 
 
 def row_bundles(rows: Sequence[tuple[str, int, float, float]]) -> tuple[list[dict[str, float]], list[str]]:
@@ -159,7 +170,9 @@ def check_resources(rows: Sequence[tuple[str, int, float, float]], nodes: Sequen
     reason = placement_refusal(bundles, nodes, kinds)
     if reason is None:
         return table
-    settings = [s for kind in ("learner", "inference", "eval", "env") for s in SETTINGS[kind]]
+    kinds_asked = ("learner", "inference", "eval", "env") + (("server",) if any(
+        kind == "inference server" and count for kind, count, _, _ in rows) else ())
+    settings = [s for kind in kinds_asked for s in SETTINGS[kind]]
     raise ResourceError(f"this run cannot be placed: {reason}.\n{table}\n"
                         f"Lower what it asks for ({', '.join(settings)}) or join a larger cluster "
                         "(resources.ray_address).")

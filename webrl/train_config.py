@@ -20,6 +20,7 @@ from webrl.policy import GeneratorConfig
 from webrl.policy.stack import PolicyConfig
 from webrl.reward import RewardConfig
 from webrl.rollout import InferenceConfig, RolloutConfig
+from webrl.rollout.dyna import DynaConfig
 
 STAGES = ("sft", "rl", "eval")
 TASK_SOURCES = ("sandbox", "miniwob", "file", "env")
@@ -357,6 +358,9 @@ class WebRLConfig:
     """RL learner (objective grpo or ppo, DeepSpeed ZeRO stage, optimizer, batching)."""
     reward: RewardConfig = field(default_factory=lambda: RewardConfig(kind="programmatic"))
     """Reward: the sandbox checker by default; judges for live-web tasks."""
+    dyna: DynaConfig = field(default_factory=DynaConfig)
+    """Dyna-GRPO (Dyna-Mind stage 2): SimRollout iterations that refine sampled responses with the
+    real future states they led to, alternating with plain GRPO (`webrl.rollout.dyna`). Off by default."""
 
     def __post_init__(self) -> None:
         if self.learner.objective not in RL_OBJECTIVES:
@@ -366,6 +370,7 @@ class WebRLConfig:
             raise ConfigError(f"{key}={value!r} has no effect in this version ({why}); leave it at its default")
         if self.rollout.engine == "server":
             _check_server_engine(self)
+        _check_dyna(self)
 
 
 RL_OBJECTIVES = ("grpo", "ppo")
@@ -404,6 +409,31 @@ def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
         out.append(("sft.learner.consistency", config.sft.learner.consistency, "demonstrations carry no rollout "
                     "log-probs to check; set learner.consistency (the RL learner) instead"))
     return out
+
+
+def _check_dyna(config: WebRLConfig) -> None:
+    """dyna.*: inert keys refused while it is off; what Dyna-GRPO cannot run with refused while on."""
+    dyna = config.dyna
+    if not dyna.enabled:
+        if dyna != DynaConfig():
+            raise ConfigError(f"dyna={dyna!r} has no effect: dyna.enabled is false; set dyna.enabled=true or leave "
+                              f"the other dyna keys at their defaults")
+        return
+    if config.learner.objective != "grpo":
+        raise ConfigError(f"dyna.enabled needs learner.objective=grpo (Dyna-GRPO's plain phase is GRPO and its "
+                          f"refinement advantages are group-relative), got "
+                          f"learner.objective={config.learner.objective!r}")
+    if config.rollout.mode != "sync":
+        raise ConfigError("dyna.enabled needs rollout.mode=sync: a SimRollout iteration replays and refines states of "
+                          "the batch it just collected, which async collection does not hand over as one batch")
+    if config.rollout.engine != "transformers":
+        raise ConfigError("dyna.enabled needs rollout.engine=transformers: the refined response is trained as token "
+                          "ids on the plain prompt, and a server engine may return none (it also has no learner-side "
+                          "prompt to recompute the old log-probs against)")
+    if config.policy.wrappers:
+        raise ConfigError(f"dyna.enabled needs policy.wrappers=[] (got {config.policy.wrappers}): a wrapper may decide "
+                          f"the refined action without the generator's tokens, leaving nothing to train on the plain "
+                          f"prompt")
 
 
 def _check_server_engine(config: WebRLConfig) -> None:

@@ -2,7 +2,8 @@
 
     fit():   evaluate "before" -> [sft_stage] -> step() x trainer.iterations -> evaluate "after" -> table
     step():  draw tasks (balanced rollout: plan tasks and group sizes from success estimates)
-             -> collect G trajectories per task -> reward -> credit (trajectories -> samples)
+             -> collect G trajectories per task -> reward -> credit (trajectories -> samples;
+             on a Dyna-GRPO SimRollout iteration: refined responses on the plain prompts instead)
              -> learner.update -> sync weights (version += 1) -> log (-> evaluate every N)
 
 The pieces it composes, each readable on its own: `RunActors` (Ray and every actor),
@@ -28,6 +29,7 @@ learning rate is 2e-4 (docs/LEARNING.md: RL moved a tiny model the right way onl
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -35,7 +37,7 @@ from typing import Any, Optional
 from webrl.actors import RunActors
 from webrl.config import to_yaml
 from webrl.credit import trajectories_to_samples
-from webrl.evaluation import before_after_table, export_om2w, success_table, summarize
+from webrl.evaluation import export_om2w, success_table, summarize
 from webrl.evaluator import sampled_line
 from webrl.recipes.sft import sft_stage
 from webrl.reward import reward_metrics, score_trajectories
@@ -77,7 +79,7 @@ class Trainer:
             after = metrics if at == (self.iteration, self.learner.policy_version) else self.evaluate("after")
             self._view()
             before = None if resumed else self.before
-            print(before_after_table(before, after))
+            print(self.log.before_after(before, after))
             print(f"run folder: {self.run_dir}")
             return {"run_dir": str(self.run_dir), "before": before, "after": after}
         finally:
@@ -107,7 +109,7 @@ class Trainer:
         t0 = time.monotonic()
         if parts.collector is not None:  # async: groups collected while the last update ran
             trajectories, stats = parts.collector.next_batch(version, cfg.tasks.tasks_per_iteration, self.iteration)
-            planned = {}
+            tasks, planned = [], {}
         else:
             tasks, sizes, planned = self._draw()
             trajectories, stats = parts.coordinator.collect(tasks, self.iteration, sizes)
@@ -116,7 +118,10 @@ class Trainer:
         if cfg.rollout.balanced.enabled:
             update_estimates(self.estimates, trajectories, success_threshold(cfg))
         informative = informative_groups(trajectories)
-        samples, credit = trajectories_to_samples(trajectories, cfg.learner.objective, cfg.learner.objective_config)
+        if cfg.dyna.is_sim_iteration(self.iteration):  # Dyna-GRPO: refine with the real future states
+            samples, credit = self._sim_rollout(tasks, trajectories)
+        else:
+            samples, credit = trajectories_to_samples(trajectories, cfg.learner.objective, cfg.learner.objective_config)
         t1 = time.monotonic()
         learn = self.learner.update(samples) if samples else {"skipped_update": 1.0}
         self.actors.sync_weights(self.learner, self.learner.policy_version)
@@ -126,13 +131,30 @@ class Trainer:
                    "informative_groups_per_min": informative / max(t_collect / 60.0, 1e-9),
                    "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
                    "env_steps_per_s": stats.steps_per_s, "samples": len(samples),
-                   "time_collect_s": t_collect, "time_update_s": time.monotonic() - t1,
+                   "log_bytes": stats.log_bytes, "time_collect_s": t_collect, "time_update_s": time.monotonic() - t1,
                    "staleness": staleness(trajectories, version), "stale": stats.stale}
         if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
             evaluated = self.evaluate(f"iteration {self.iteration}")
             metrics.update({f"eval_{k}": v for k, v in evaluated.items() if isinstance(v, float)})
         self.log(metrics)
         return metrics
+
+    def _sim_rollout(self, tasks: list, trajectories: list) -> tuple[list, dict[str, float]]:
+        """Dyna-GRPO's SimRollout phase (`webrl.rollout.dyna`): refine states of the collected
+        trajectories with the real future states their responses led to, run and score the refined
+        episodes, and return the refined responses as samples on the plain prompts (advantage A',
+        old log-probs recomputed by the learner on those prompts) with the phase's metrics."""
+        from webrl.rollout.dyna import SimRollout, choose_states, refined_samples, with_plain_logprobs
+
+        cfg, t0 = self.config, time.monotonic()
+        rng = random.Random(f"dyna:{cfg.run.seed}:{self.iteration}")  # depends only on (seed, iteration), as draws do
+        states = choose_states(trajectories, cfg.dyna.states_per_iteration, rng)
+        simulated = SimRollout(self.parts.coordinator, cfg.dyna).run(
+            {task.spec.id: task for task in tasks}, trajectories, states, cfg.rollout.horizon(self.iteration))
+        score_trajectories(self.parts.reward_fn, [episode for state in simulated for episode in state.refined])
+        samples, metrics = refined_samples(simulated, trajectories, cfg.dyna, success_threshold(cfg))
+        samples = with_plain_logprobs(samples, self.learner)
+        return samples, {"dyna/sim_iteration": 1.0, **metrics, "dyna/time_s": time.monotonic() - t0}
 
     def _draw(self) -> tuple[list, Optional[list[int]], dict[str, float]]:
         """This iteration's tasks, their group sizes (None: rollout.group_size each) and the
@@ -223,7 +245,7 @@ class Trainer:
         (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.model_path = initial_model(cfg, self.run_dir)
         self.actors.start_ray("train" if rollout else "eval" if evaluation else "sft")
-        self.log = RunLog(self.run_dir, cfg.trainer.log_every)
+        self.log = RunLog(self.run_dir, cfg.trainer.log_every, config=cfg)
         if evaluation:
             self.parts = start_parts(cfg, self.actors, self.model_path, self.run_dir, self.log, rollout, self.iteration)
 

@@ -333,7 +333,9 @@ def expand_state(env: ReplayEnv, task: Any, prefix: Sequence[Action], obs: dict,
 
 
 # -- traces (pure) --------------------------------------------------------------------------------
-def _describe_state(view: StateView, n_elements: int) -> str:
+def describe_state(view: StateView, n_elements: int) -> str:
+    """One line of a real state: URL, title, feedback, error and the first `n_elements` element
+    lines (ReSim's traces and Dyna-GRPO's refine prompts describe states this way)."""
     parts = [f"URL {view.url}"] + [f'title "{view.title}"'] * bool(view.title)
     if view.feedback:
         parts.append(f"feedback: {view.feedback}")
@@ -373,7 +375,7 @@ def resim_trace(tree: StateTree, summary_elements: int = 5) -> str:
                 lines.append(f"  Step {k}, {lead}: it cannot be done ({s.raised}).")
             else:
                 end = f"; the episode ends (reward {s.reward:.2f})" if s.done else ""
-                lines.append(f"  Step {k}, {lead}: {_describe_state(s.state, summary_elements)}{end}.")
+                lines.append(f"  Step {k}, {lead}: {describe_state(s.state, summary_elements)}{end}.")
         lines.append(f"  Outcome: {_outcome(b)}.")
     best = tree.branches[tree.chosen]
     ties = [i + 1 for i, b in enumerate(tree.branches) if not b.diverged and b.value == best.value]

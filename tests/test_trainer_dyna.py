@@ -1,0 +1,119 @@
+"""Dyna-GRPO through the trainer from the config: a SimRollout iteration then a GRPO iteration,
+on real Chromium sandbox pages with the shipped tiny model and the real learner in process (no Ray)."""
+import json
+
+import pytest
+
+from tests.rollout.test_dyna import ThreadedWorker
+from tests.test_trainer import LocalActors
+from webrl.config import ConfigError, load_config
+from webrl.train_config import WebRLConfig
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["dyna.horizon=3"], r"dyna=.* has no effect: dyna.enabled is false"),
+    (["dyna.enabled=true", "learner.objective=ppo", "learner.value_head=true"],
+     r"dyna.enabled needs learner.objective=grpo"),
+    (["dyna.enabled=true", "rollout.mode=async"], r"dyna.enabled needs rollout.mode=sync"),
+    (["dyna.enabled=true", "rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]"],
+     r"dyna.enabled needs rollout.engine=transformers"),
+    (["dyna.enabled=true", "policy.wrappers=[loci]"], r"dyna.enabled needs policy.wrappers=\[\]"),
+    (["dyna.enabled=true", "dyna.refine_advantage=best"], r"dyna.refine_advantage must be one of"),
+    (["dyna.enabled=true", "dyna.states_per_iteration=0"], r"dyna.states_per_iteration must be an integer >= 1"),
+])
+def test_dyna_settings_that_cannot_run_are_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(WebRLConfig, None, overrides)
+
+
+class RecordingLearnerGroup:
+    """The real learner (DeepSpeed, one rank in this process), recording what `compute_logprobs` scores."""
+
+    def __init__(self, section, run):
+        from webrl.learner import LearnerGroup
+
+        self.group, self.scored, self.updates = LearnerGroup(section, run, 1, use_ray=False), [], []
+
+    def __getattr__(self, name):
+        return getattr(self.group, name)
+
+    def compute_logprobs(self, samples, reference=False):
+        self.scored.append([list(s.prompt_ids) for s in samples])
+        return self.group.compute_logprobs(samples, reference)
+
+    def update(self, samples):
+        self.updates.append(list(samples))
+        return self.group.update(samples)
+
+
+class ChromiumActors(LocalActors):
+    """A real EnvWorker (one slot, its own thread) and the real tiny model in process."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config, self.env = config, None
+
+    def start_env_workers(self):
+        from webrl.envs import EnvWorkerConfig
+
+        self.env = ThreadedWorker(EnvWorkerConfig(num_slots=1, env=self.config.env.env))
+        return [(self.env, 0)]
+
+    def start_inference(self, model_path, generator, index, count=1, endpoint=False):
+        from tests.rollout.test_coordinator_logic import AsyncInference
+        from webrl.rollout import InferenceConfig, InferenceWorker
+        from webrl.rollout.engines import GeneratorEngineFactory
+
+        return [AsyncInference(InferenceWorker(GeneratorEngineFactory(model_path, generator)(),
+                                               InferenceConfig(batch_window_s=0.0))) for _ in range(count)]
+
+    def start_learner(self, section, run):
+        self.learners.append(RecordingLearnerGroup(section, run))
+        return self.learners[-1]
+
+    def close(self):
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+        for learner in self.learners:
+            learner.shutdown()
+        self.closed = True
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_one_simrollout_iteration_then_one_grpo_iteration_from_the_config(tmp_path):
+    import torch
+
+    from webrl.trainer import Trainer
+    from webrl.types import load_trajectories
+
+    torch.manual_seed(0)
+    config = load_config(WebRLConfig, None, [
+        f"run.run_dir={tmp_path}", "trainer.iterations=2", "tasks.tasks_per_iteration=1", "rollout.group_size=2",
+        "rollout.max_turns=2", "tasks.eval_tasks=0", "trainer.checkpoint_every=2", "dyna.enabled=true",
+        "dyna.every=2", "dyna.states_per_iteration=1", "dyna.refine_advantage=joint_group"])
+    actors = ChromiumActors(config)
+    Trainer(config, actors=actors).fit()
+
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    sim, grpo = [r for r in rows if "iteration" in r and "stage" not in r]
+    # iteration 0 is SimRollout (0 % 2 == 0), iteration 1 plain GRPO
+    assert sim["dyna/sim_iteration"] == 1.0 and not any(k.startswith("dyna/") for k in grpo)
+    assert sim["dyna/states_simulated"] == 1.0 and sim["dyna/refined_episodes"] == 1.0
+    assert sim["dyna/replays_diverged"] == 0.0 and sim["dyna/refined_scored"] == 1.0  # the replay reached the page
+    assert 1.0 <= sim["dyna/sim_env_steps"] <= 2.0  # a replayed prefix of t <= 1 steps + the refined turn(s)
+    assert sim["samples"] == sim["dyna/refine_samples"]
+    (learner,) = actors.learners
+    collected = load_trajectories(next((tmp_path / "trajectories").glob("*.jsonl")))
+    plain_prompts = [t.prompt_ids for traj in collected[:2] for t in traj.turns]  # iteration 0's group
+    if sim["dyna/refine_samples"]:  # A' != 0: the refined response on a collected plain prompt
+        update = learner.updates[0]
+        assert learner.scored[0] == [s.prompt_ids for s in update]
+        assert all(s.prompt_ids in plain_prompts for s in update)
+        # old log-probs = the learner's on the plain prompt, so the one step's ratio starts at 1
+        # (the refine prompt's log-probs would put it far from 1)
+        assert sim["ratio_max"] < 1.01 and abs(sim["approx_kl"]) < 1e-3, sim
+    else:  # every reward of the state's group and its refinement equal: nothing to learn, no update
+        assert sim.get("skipped_update") == 1.0 and learner.scored == []
+    assert grpo["kept_trajectories"] in (0.0, 2.0) and "dyna/sim_env_steps" not in grpo

@@ -1,0 +1,353 @@
+"""SimRollout (Dyna-GRPO, Dyna-Mind stage 2): refine a sampled response with the real future
+states it led to, and train the refined response on the plain prompt.
+
+    sim = SimRollout(coordinator, config.dyna)
+    states = choose_states(trajectories, config.dyna.states_per_iteration, rng)
+    simulated = sim.run(tasks_by_id, trajectories, states, max_turns)   # env + inference
+    score_trajectories(reward_fn, [e for s in simulated for e in s.refined])
+    samples, metrics = refined_samples(simulated, trajectories, config.dyna, success_threshold)
+    samples = with_plain_logprobs(samples, learner)                     # old log-probs, plain prompt
+
+Notation: tau a collected trajectory of group g (task T, sampled by the plain policy), s_t the
+state of its turn t, a_t the response sampled there, h = `horizon`, K = `refinements`.
+
+Per chosen state (tau, t):
+1. The plan's real future: tau itself executed a_t in the env and went on, so the real states
+   s_{t+1} .. s_{t+h} (each with the action that led there and its feedback, or the episode's
+   end) are read from tau's turns (`future_block`). The sandbox sites and MiniWoB++ are
+   deterministic under the task's seed, so a second execution would show the same states.
+2. The refine prompt is the policy's own prompt for s_t (the same observation and history the
+   plain turn was decided on, rendered by the inference workers' PromptBuilder), with the
+   future block appended to the task text (`refine_request`). K refined responses a'_t are
+   sampled from it by the rollout's inference workers.
+3. Each a'_t is executed for real: reset, replay a_0 .. a_{t-1} (the page reached is compared
+   with tau's s_t: URL, title and element list; a replay that differs is marked `diverged`
+   and its state yields no sample), take a'_t, then let the plain policy finish the episode
+   (at most max_turns turns in all). The refined episode is a `Trajectory` (prefix turns,
+   refined turn, continuation) scored by the run's reward function like any other.
+4. `refined_samples`: A' per refined episode from `webrl.algos.dyna.refine_advantages` against
+   the plain group g's rewards; the trained sample is the PLAIN prompt of s_t (tau's turn t:
+   its prompt ids and images, exactly what the model saw without future states) + the refined
+   response ids. Samples with A' = 0 are left out (they carry no gradient).
+5. `with_plain_logprobs`: the refined response was sampled under the refine prompt, so its
+   rollout log-probs are not the old policy's on the plain prompt. They are replaced by the
+   learner's recomputation on the plain prompt (`LearnerGroup.compute_logprobs`), so the PPO
+   ratio starts at 1 and the rollout/learner mismatch check compares like with like.
+
+Departures from the paper (Yu et al. 2025, arXiv 2510.09577; only its abstract and summaries
+were readable here) and why:
+- One refined state per SimRollout episode (the chosen (tau, t)), the rest of the episode
+  follows the plain policy; `states_per_iteration` states a SimRollout iteration. Refining
+  every step of every episode would cost a replay of the prefix per step (t steps each) on 2 CPU
+  cores.
+- The future states come from the collected trajectory instead of a fresh execution of a_t
+  (same states in a deterministic env, no env steps spent).
+- The future block is text (URL, title, feedback, the first `summary_elements` elements of
+  each state, as ReSim's traces describe states); no future screenshots enter the prompt.
+- It rides in the task text of the refine prompt: the PromptBuilder has no block of its own for
+  it (an `Observation` field would be cleaner; webrl/policy/prompt.py is not this module's).
+- The SimRollout iteration trains only on the refined samples (simulation improvement); the
+  other iterations are plain GRPO (policy improvement), alternating by `dyna.every`.
+
+- Refined episodes ignore rollout.stop_after_parse_failures (they end at the env's end or at
+  max_turns) and are not written to the run's trajectory log (the viewer shows collected groups).
+- A refine prompt is longer than the plain one; under generator.prompt.max_prompt_tokens the
+  PromptBuilder drops its oldest past turns first, as for any long prompt (the shipped tiny
+  model's 512-token budget does so after a few turns).
+
+The env and inference calls are `RolloutCoordinator`'s: its env slots (reset/step of an
+`EnvWorker`, Ray or in process), its inference handles (`act_one`), its call-with-timeout and
+its env-result-to-observation helpers (`_call`, `_observation`), so the observations of refined
+episodes are built exactly as the coordinator builds the collected ones.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from webrl.policy.types import Observation, PolicyRequest
+from webrl.types import Trajectory, TrajectoryInfo, Turn
+
+REFINE_RULES = ("beat_both", "joint_group")
+FUTURE_HEADER = "Real outcome of a draft action at this step (it was executed; use it to choose your action):"
+
+
+@dataclass
+class DynaConfig:
+    """Dyna-GRPO: SimRollout iterations (refine with real future states) alternating with GRPO."""
+
+    enabled: bool = False
+    """Run Dyna-GRPO (needs learner.objective=grpo, rollout.mode=sync, rollout.engine=transformers)."""
+    every: int = 2
+    """Phase alternation: iteration i (0-based) is a SimRollout iteration when i % every == 0,
+    a plain GRPO iteration otherwise (2: SimRollout, GRPO, SimRollout, ...; 1: SimRollout only)."""
+    states_per_iteration: int = 2
+    """States s_t refined per SimRollout iteration, drawn from the iteration's collected turns."""
+    horizon: int = 2
+    """h: real future states (after a_t, a_{t+1}, ...) shown in the refine prompt."""
+    refinements: int = 1
+    """K: refined responses sampled per state, each executed to the episode's end."""
+    refine_advantage: str = "beat_both"
+    """A' rule (`webrl.algos.dyna.REFINE_ADVANTAGES`): beat_both | joint_group."""
+    summary_elements: int = 5
+    """Element lines quoted per future state in the refine prompt."""
+
+    def __post_init__(self) -> None:
+        for name in ("every", "states_per_iteration", "horizon", "refinements"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"dyna.{name} must be an integer >= 1, got {value!r}")
+        if not isinstance(self.summary_elements, int) or self.summary_elements < 0:
+            raise ValueError(f"dyna.summary_elements must be an integer >= 0, got {self.summary_elements!r}")
+        if self.refine_advantage not in REFINE_RULES:
+            raise ValueError(f"dyna.refine_advantage must be one of {REFINE_RULES}, got {self.refine_advantage!r}")
+
+    def is_sim_iteration(self, iteration: int) -> bool:
+        """Whether 0-based `iteration` is a SimRollout iteration."""
+        return self.enabled and iteration % self.every == 0
+
+
+@dataclass
+class SimState:
+    """One simulated state (tau, t) and its K refined episodes."""
+
+    trajectory_index: int
+    turn_index: int
+    future: str
+    """The future block shown in the refine prompt."""
+    refined: list[Trajectory] = field(default_factory=list)
+    """Refined episodes: tau's prefix turns, the refined turn (index t), the continuation."""
+    diverged: int = 0
+    """Refined episodes whose prefix replay reached another page than s_t (not trained on)."""
+    replayed: list[dict] = field(default_factory=list)
+    """Per refined episode: the replayed page's url / title / elements_text (for checks)."""
+    env_steps: int = 0
+    """Env steps spent: prefix replays plus refined turns and continuations."""
+
+
+# -- pure pieces ---------------------------------------------------------------------------------
+def choose_states(trajectories: Sequence[Trajectory], n: int, rng: random.Random) -> list[tuple[int, int]]:
+    """Up to n (trajectory index, turn index) pairs, drawn uniformly without replacement among the
+    sampled turns (response ids present) of scored "ok" trajectories; sorted."""
+    pool = [(i, t) for i, traj in enumerate(trajectories) if traj.status == "ok" and traj.reward is not None
+            for t, turn in enumerate(traj.turns) if turn.response_ids]
+    return sorted(rng.sample(pool, min(n, len(pool))))
+
+
+def _action_text(turn: Turn) -> str:
+    if turn.action is not None:
+        return turn.action.to_compact()
+    return f"(unparseable: {turn.parse_error or 'no action'})"
+
+
+def future_block(traj: Trajectory, t: int, horizon: int, summary_elements: int = 5) -> str:
+    """The real future of turn t's response: for k = 0 .. h-1, the action of turn t+k and the state
+    it led to (turn t+k+1's page), or, after the last turn, its feedback and how the episode ended."""
+    from webrl.recipes.resim import StateView, describe_state
+
+    lines = [FUTURE_HEADER, f"Draft action: {_action_text(traj.turns[t])}"]
+    for k in range(t, min(t + horizon, len(traj.turns))):
+        action = _action_text(traj.turns[k])
+        if k + 1 < len(traj.turns):
+            rec = traj.turns[k + 1].observation
+            view = StateView(rec.url, rec.title, rec.elements_text, rec.feedback, rec.last_action_error)
+            lines.append(f"After {action}: {describe_state(view, summary_elements)}.")
+            continue
+        feedback = f" (feedback: {traj.turns[k].feedback})" if traj.turns[k].feedback else ""
+        info = traj.info
+        scored = info.terminated and info.task_reward is not None
+        end = (f"the episode ended with reward {info.task_reward:.2f}" if scored
+               else "the episode ended" if info.terminated else "the step limit was reached")
+        lines.append(f"After {action}{feedback}: {end}.")
+    return "\n".join(lines)
+
+
+def light_history(turns: Sequence[Turn], keep_images: int) -> list[Turn]:
+    """Past turns with images only on the last `keep_images` (as the coordinator sends them)."""
+    return [dataclasses.replace(turn, images=[]) if len(turns) - i > keep_images and turn.images else turn
+            for i, turn in enumerate(turns)]
+
+
+def plain_request(traj: Trajectory, t: int, keep_images: int) -> PolicyRequest:
+    """The request turn t of `traj` was decided on: its recorded observation and the past turns."""
+    observation = Observation.from_turn(traj.turns[t], traj.goal)
+    return PolicyRequest(observation, light_history(traj.turns[:t], keep_images), request_id=f"{traj.group_id}/{t}")
+
+
+def refine_request(traj: Trajectory, t: int, future: str, keep_images: int) -> PolicyRequest:
+    """`plain_request` with the future block appended to the task text."""
+    plain = plain_request(traj, t, keep_images)
+    observation = dataclasses.replace(plain.observation, goal=f"{plain.observation.goal}\n\n{future}")
+    return PolicyRequest(observation, plain.history, request_id=f"dyna/{plain.request_id}")
+
+
+# -- the env and inference side -------------------------------------------------------------------
+class SimRollout:
+    """Replays prefixes and runs refined episodes over a `RolloutCoordinator`'s env slots and
+    inference workers (the run's sampling policy)."""
+
+    def __init__(self, coordinator: Any, config: DynaConfig):
+        self.coordinator, self.config = coordinator, config
+        self._next_inference = itertools.cycle(range(len(coordinator.inference)))
+
+    def run(self, tasks: dict[str, Any], trajectories: Sequence[Trajectory], states: Sequence[tuple[int, int]],
+            max_turns: int) -> list[SimState]:
+        """Simulate every state (tasks: task id -> task); states run concurrently over the env slots."""
+        from webrl.rollout.coordinator import run_coroutine
+
+        return run_coroutine(self._run(tasks, trajectories, states, max_turns))
+
+    async def _run(self, tasks, trajectories, states, max_turns) -> list[SimState]:
+        slots = self.coordinator.slot_queue()
+        return list(await asyncio.gather(*(self._state(tasks[trajectories[i].task_id], trajectories[i], i, t,
+                                                       max_turns, slots) for i, t in states)))
+
+    async def _state(self, task, traj: Trajectory, i: int, t: int, max_turns: int, slots) -> SimState:
+        c = self.config
+        keep = self.coordinator.config.keep_history_images
+        state = SimState(i, t, future_block(traj, t, c.horizon, c.summary_elements))
+        request = refine_request(traj, t, state.future, keep)
+        for k in range(c.refinements):
+            decision, version = await self._act(dataclasses.replace(request, request_id=f"{request.request_id}/{k}"))
+            slot = await slots.get()
+            try:
+                episode, replayed, steps = await self._episode(slot, task, traj, t, decision, version, max_turns, k)
+            finally:
+                slots.put_nowait(slot)
+            state.refined.append(episode)
+            state.replayed.append(replayed)
+            state.env_steps += steps
+            state.diverged += episode.status == "dropped" and "diverged" in (episode.drop_reason or "")
+        return state
+
+    async def _act(self, request: PolicyRequest):
+        co = self.coordinator
+        inference = co.inference[next(self._next_inference)]
+        return await co._call(inference, "act_one", request, timeout=co.config.inference_timeout_s)
+
+    async def _episode(self, slot, task, traj: Trajectory, t: int, decision, version: int, max_turns: int,
+                       k: int) -> tuple[Trajectory, dict, int]:
+        """Replay tau's first t actions, take the refined response's action, finish with the policy.
+        Returns the refined episode (dropped when the replay diverged or the env failed), the
+        replayed page and the env steps taken."""
+        co, (worker, index), steps = self.coordinator, slot, 0
+        keep = co.config.keep_history_images
+        spec = task.spec
+        episode = Trajectory(task_id=spec.id, group_id=f"dyna:{traj.group_id}", goal=traj.goal, info=TrajectoryInfo(
+            site=spec.site, level=spec.level, split=spec.split, task_params=dict(spec.params), source="dyna"))
+        try:
+            result = await co._call(worker, "reset", index, None, {"task": task})
+            _check_infra(result.info)
+            for turn in traj.turns[:t]:
+                result = await co._call(worker, "step", index, _replayable(turn))
+                steps += 1
+                _check_infra(result.info)
+            obs = result.observation
+            replayed = {key: obs.get(key, "") for key in ("url", "title", "elements_text")}
+            plain = traj.turns[t].observation
+            if replayed != {"url": plain.url, "title": plain.title, "elements_text": plain.elements_text}:
+                episode.drop(f"dyna: the replay of {t} action(s) diverged from the collected state")
+                return episode, replayed, steps
+            history = [dataclasses.replace(turn) for turn in traj.turns[:t]]
+            turn = decision.to_turn(co._observation(result), policy_version=version, decided_by="dyna_refine")
+            while True:
+                action = decision.action if decision.action is not None else decision.parse_error
+                result = await co._call(worker, "step", index, action)
+                steps += 1
+                _check_infra(result.info)
+                obs = result.observation
+                turn.feedback = "\n".join(p for p in (obs.get("feedback", ""), obs.get("last_action_error", "")) if p)
+                history.append(turn)
+                if result.terminated or result.truncated or len(history) >= max_turns:
+                    break
+                observation = co._observation(result)
+                request_id = f"dyna/{traj.group_id}/{t}/{k}/{len(history)}"
+                decision, version = await self._act(PolicyRequest(observation, light_history(history, keep), request_id))
+                turn = decision.to_turn(observation, policy_version=version)
+        except Exception as error:  # an infrastructure failure: the episode is not scored
+            episode.drop(f"dyna: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+            return episode, {}, steps
+        episode.turns = history
+        info = episode.info
+        info.needs_judge = bool(result.info.get("needs_judge"))
+        info.task_reward = None if info.needs_judge else (float(result.reward) if result.terminated else 0.0)
+        info.terminated, info.truncated = bool(result.terminated), not result.terminated
+        info.checker_details = dict(result.info.get("reward_details") or {})
+        return episode, replayed, steps
+
+
+def _check_infra(info: dict) -> None:
+    from webrl.rollout.coordinator import EpisodeInfraError
+
+    if info.get("infra_error"):
+        raise EpisodeInfraError(str(info["infra_error"]))
+
+
+def _replayable(turn: Turn) -> Any:
+    """What the coordinator stepped the env with for `turn`: its action, or its parse error."""
+    from webrl.actions import ParseError
+
+    return turn.action if turn.action is not None else ParseError(turn.parse_error or "no action")
+
+
+# -- samples --------------------------------------------------------------------------------------
+def refined_samples(states: Sequence[SimState], trajectories: Sequence[Trajectory], config: DynaConfig,
+                    success_threshold: float = 0.5) -> tuple[list, dict[str, float]]:
+    """Learner samples of the scored refined episodes: tau's plain prompt at s_t + the refined
+    response, advantage A' against the plain group's rewards; A' = 0 left out. Also the metrics."""
+    import torch
+
+    from webrl.algos.dyna import refine_advantages, refine_metrics
+    from webrl.learner.samples import LearnerSample
+
+    groups: dict[str, list[float]] = {}
+    for traj in trajectories:
+        if traj.status == "ok" and traj.reward is not None:
+            groups.setdefault(traj.group_id, []).append(float(traj.reward))
+    group_numbers = {g: n for n, g in enumerate(dict.fromkeys(t.group_id for t in trajectories))}
+    samples, all_adv, all_r, all_plain = [], [], [], []
+    for state in states:
+        traj = trajectories[state.trajectory_index]
+        scored = [e for e in state.refined if e.status == "ok" and e.reward is not None]
+        if not scored or traj.group_id not in groups:
+            continue
+        plain = torch.tensor(groups[traj.group_id], dtype=torch.float32)  # (N,)
+        refined = torch.tensor([e.reward for e in scored], dtype=torch.float32)  # (K,)
+        adv = refine_advantages(refined, plain, config.refine_advantage, success_threshold=success_threshold)
+        all_adv.append(adv)
+        all_r.append(refined)
+        all_plain.append(plain.mean().expand(len(scored)))
+        original = traj.turns[state.turn_index]
+        for episode, a in zip(scored, adv.tolist()):
+            refined_turn = episode.turns[state.turn_index]
+            if a == 0.0 or not refined_turn.response_ids:
+                continue
+            samples.append(LearnerSample(prompt_ids=list(original.prompt_ids),  # the plain prompt of s_t
+                                         response_ids=list(refined_turn.response_ids),
+                                         images=list(original.images), advantage=float(a),
+                                         group_index=group_numbers[traj.group_id], trajectory_index=len(samples),
+                                         turn_index=state.turn_index, reward=float(episode.reward),
+                                         policy_version=refined_turn.policy_version))
+    cat = (lambda xs: torch.cat(xs) if xs else torch.zeros(0))
+    metrics = {f"dyna/{k}": v for k, v in refine_metrics(cat(all_adv), cat(all_r), cat(all_plain),
+                                                         success_threshold=success_threshold).items()}
+    metrics.update({"dyna/states_simulated": float(len(states)),
+                    "dyna/refined_episodes": float(sum(len(s.refined) for s in states)),
+                    "dyna/refined_scored": float(len(torch.cat(all_r)) if all_r else 0),
+                    "dyna/replays_diverged": float(sum(s.diverged for s in states)),
+                    "dyna/sim_env_steps": float(sum(s.env_steps for s in states)),
+                    "dyna/refine_samples": float(len(samples))})
+    return samples, metrics
+
+
+def with_plain_logprobs(samples: Sequence[Any], learner: Any) -> list:
+    """The samples with rollout_logprobs = the learner's log-probs of the refined response on the
+    plain prompt (`learner.compute_logprobs`): the old policy of the prompt actually trained on."""
+    if not samples:
+        return []
+    logprobs = learner.compute_logprobs(list(samples)).logprobs
+    return [dataclasses.replace(s, rollout_logprobs=[float(x) for x in lp]) for s, lp in zip(samples, logprobs)]

@@ -131,7 +131,9 @@ class Trainer:
                    "informative_groups_per_min": informative / max(t_collect / 60.0, 1e-9),
                    "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
                    "env_steps_per_s": stats.steps_per_s, "samples": len(samples),
-                   "log_bytes": stats.log_bytes, "time_collect_s": t_collect, "time_update_s": time.monotonic() - t1,
+                   "log_bytes": stats.log_bytes, "prompt_tokens": stats.prompt_tokens,
+                   "cached_prompt_tokens": stats.cached_tokens,
+                   "time_collect_s": t_collect, "time_update_s": time.monotonic() - t1,
                    "staleness": staleness(trajectories, version), "stale": stats.stale}
         if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
             evaluated = self.evaluate(f"iteration {self.iteration}")

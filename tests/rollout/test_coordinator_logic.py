@@ -12,7 +12,7 @@ import pytest
 from webrl.actions import Action, ParseError
 from webrl.envs.task import BaseTask, TaskSpec
 from webrl.envs.worker import EnvStepResult
-from webrl.policy.types import Decision
+from webrl.policy.types import Decision, DecisionStats
 from webrl.rollout import DynamicBatcher, InferenceConfig, InferenceWorker, RolloutConfig, RolloutCoordinator
 from webrl.rollout.coordinator import run_coroutine
 
@@ -251,3 +251,22 @@ def test_set_weights_bumps_version_and_rejects_older():
     assert worker.version == 2 and engine.weights == {"w": 1}
     with pytest.raises(ValueError, match="older"):
         worker.set_weights({"w": 0}, 1)
+
+
+class CachingEngine(ScriptedEngine):
+    """ScriptedEngine whose decisions report 10 prompt tokens, 4 of them from a prefix cache."""
+
+    def act(self, requests):
+        out = super().act(requests)
+        for decision in out:
+            decision.stats = DecisionStats(prompt_tokens=10, cached_tokens=4)
+        return out
+
+
+def test_prompt_and_cached_tokens_are_summed_over_every_decision():
+    worker = InferenceWorker(CachingEngine(), InferenceConfig(batch_window_s=0.01, max_batch_size=8), version=0)
+    config = RolloutConfig(group_size=2, max_turns=5, retry_backoff_s=0.01)
+    coord = RolloutCoordinator([(CountEnv(), i) for i in range(2)], [AsyncInference(worker)], config)
+    _, stats = coord.collect(_tasks(2))
+    # 4 trajectories x 3 decisions (click, click, stop), 10 prompt tokens each, 4 cached
+    assert (stats.prompt_tokens, stats.cached_tokens) == (120, 48)

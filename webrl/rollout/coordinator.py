@@ -196,6 +196,11 @@ class RolloutStats:
     """async mode: trajectories discarded because their group held a turn older than max_staleness."""
     log_bytes: int = 0
     """Bytes the trajectory log (`on_trajectory`, when it returns a count) wrote for these trajectories."""
+    prompt_tokens: int = 0
+    """Prompt tokens of every decision (`DecisionStats.prompt_tokens`), the engines' prefill work."""
+    cached_tokens: int = 0
+    """Of those, the tokens the engine's prefix cache served (`DecisionStats.cached_tokens`; 0 for
+    webrl's own engines, which recompute every prompt)."""
 
     @property
     def steps_per_s(self) -> float:
@@ -335,6 +340,8 @@ class RolloutCoordinator:
             inference = self.inference[next(self._next_inference)]
             decision, version = await self._call(inference, "act_one", request, timeout=self.config.inference_timeout_s)
             stats.inference_time_s += time.monotonic() - t0
+            stats.prompt_tokens += decision.stats.prompt_tokens
+            stats.cached_tokens += decision.stats.cached_tokens
             turn = decision.to_turn(observation, policy_version=version)
             _record_target(turn, decision.action, result.info.get("elements") or [])
             action: Any = decision.action if decision.action is not None else decision.parse_error

@@ -10,6 +10,12 @@
     actors.sync_weights(learner, version)                   # learner weights -> every inference worker
     actors.close()
 
+Weight sync (`learner.weight_sync.mode`, resolved at construction against `rollout.engine`):
+"object_store" (rank 0 -> one `ray.put` -> every in-process worker), "collective" (a broadcast
+group of learner rank 0 and the receivers, formed at the first sync: in-process workers join
+through Ray, servers through SGLang's `/init_weights_update_group`; the bytes never pass the
+driver), "disk" (servers load an exported folder).
+
 Nothing else in the loop talks to Ray: the coordinators call the handles they are given, the
 learner is a `LearnerGroup`, and the trainer asks this object for both.
 
@@ -21,6 +27,7 @@ freely on a local Ray instance (its temp dir inside the run folder) or on the cl
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -29,6 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from webrl.learner.config import resolve_weight_sync
 from webrl.resources import ResourceError, check_resources, cluster_nodes, request_rows
 from webrl.train_config import WebRLConfig, run_layout
 
@@ -51,8 +59,18 @@ class RunActors:
         # version label unique, so servers holding another run's or an older load's weights never
         # look up to date
         self._indexed: list[tuple[int, Any]] = []
+        self._server_actors: list = []  # rollout.server.launch: the actors that own the servers
+        self._server_urls: list[str] = []
         self._server_model = ""
         self._server_tag, self._server_loads = uuid.uuid4().hex[:8], 0
+        # weight sync: the resolved mode and backend, the in-process workers that receive a
+        # broadcast (not the endpoint evaluation worker), and the group once formed
+        self.weight_sync, self.weight_backend = resolve_weight_sync(
+            config.learner.weight_sync, config.rollout.engine, bool(config.resources.gpus_per_learner_rank))
+        self._receivers: list = []
+        self._weight_group: Any = None  # (learner, ServerTargets or None) of the group formed
+        self.last_sync: dict[str, float] = {}
+        """{"seconds", "bytes", "buckets"} of the latest collective sync."""
 
     # -- Ray ------------------------------------------------------------------------------------
     def start_ray(self, mode: str = "train") -> None:
@@ -117,8 +135,9 @@ class RunActors:
         elif self.config.rollout.engine == "server":
             from webrl.rollout.server_engine import ServerEngineFactory
 
-            factory = ServerEngineFactory(server.urls, model_path, generator, server.timeout_s, server.max_concurrency,
-                                          server.api_key_env)
+            urls = self._launch_servers(model_path) if server.launch != "none" else server.urls
+            factory = ServerEngineFactory(urls, model_path, generator, server.timeout_s, server.max_concurrency,
+                                          server.api_key_env, down_wait_s=server.request_down_wait_s)
             self._server_model = model_path
         else:
             factory = GeneratorEngineFactory(model_path, generator, dtype=self.config.model.dtype,
@@ -130,9 +149,24 @@ class RunActors:
                                           placement_group=self.placement_group,
                                           bundle_offset=self.layout.inference + index)
         self.inference += workers
+        if not endpoint:
+            self._receivers += workers
         self._indexed += [(index + i, w) for i, w in enumerate(workers)]
         self._starting += [(f"inference worker {index + i}", w) for i, w in enumerate(workers)]
         return workers
+
+    def _launch_servers(self, model_path: str) -> list[str]:
+        """rollout.server.launch: start the run's inference servers once (the evaluation worker
+        shares the rollout's), each a Ray actor that restarts its server when it dies
+        (`webrl.rollout.server_launcher`); their URLs once every one answers /health. close()
+        stops them."""
+        from webrl.models.shipped import resolve_shipped
+        from webrl.rollout.server_launcher import start_server_actors
+
+        if not self._server_urls:
+            self._server_actors, self._server_urls = start_server_actors(
+                self.config.rollout.server, resolve_shipped(model_path), self.run_dir / "servers")
+        return self._server_urls
 
     def wait_started(self) -> None:
         """Wait (up to resources.startup_timeout_s) until every actor started so far is
@@ -175,6 +209,8 @@ class RunActors:
         return learner
 
     def stop_learner(self, learner: Any) -> None:
+        if self._weight_group is not None and self._weight_group[0] is learner:
+            self._weight_group = None  # the next learner forms its own group
         learner.shutdown()
         self.learners = [g for g in self.learners if g is not learner]
 
@@ -182,7 +218,10 @@ class RunActors:
         """The learner's current weights into every inference worker, stamped `version`."""
         import ray
 
-        if self.config.rollout.engine == "server":  # servers load a folder; the previous one stays for in-flight reads
+        if self.weight_sync == "collective":
+            self._broadcast(learner, version)
+            return
+        if self.weight_sync == "disk":  # servers load a folder; the previous one stays for in-flight reads
             root = self.run_dir / "server_weights"
             self._load_servers(learner.export_hf(str(root / f"v{version:08d}")), version)
             for old in root.glob("v*"):
@@ -191,6 +230,54 @@ class RunActors:
             return
         ref = learner.get_weights_ref()
         ray.get([a.set_weights.remote(ref, version) for a in self.inference])
+
+    def _broadcast(self, learner: Any, version: int) -> None:
+        """mode=collective: rank 0 broadcasts beside the receivers (in-process workers receive
+        through Ray; servers get each bucket's names over HTTP from rank 0 itself)."""
+        import ray
+
+        cfg = self.config.learner.weight_sync
+        servers = self._weight_group_for(learner, cfg)
+        if servers is None:
+            self.last_sync = _beside(lambda: learner.broadcast_weights(cfg.bucket_bytes, version),
+                                     [w.receive_weights.remote(version) for w in self._receivers], cfg.timeout_s,
+                                     "the inference workers to receive the weights")
+            return
+        self._server_loads += 1
+        label = f"{self._server_tag}-{self._server_loads}:v{version}"
+        self.last_sync = learner.broadcast_weights(cfg.bucket_bytes, None, dataclasses.replace(
+            servers, weight_version=label))
+        ray.get([worker.note_weights.remote(version, label) for _, worker in self._indexed])
+
+    def _weight_group_for(self, learner: Any, cfg: Any) -> Any:
+        """Form the broadcast group of `learner`'s rank 0 and the receivers once (again for a new
+        learner); returns the servers' `ServerTargets`, or None for in-process receivers."""
+        from webrl.learner.weights import ServerTargets
+
+        if self._weight_group is not None and self._weight_group[0] is learner:
+            return self._weight_group[1]
+        if self._weight_group is not None and self._weight_group[1] is not None:
+            self._weight_group[1].destroy_group()
+        address, port = learner.host_weight_group(cfg.timeout_s)
+        join = dict(backend=self.weight_backend, group_name=cfg.group_name, timeout_s=cfg.timeout_s)
+        if self.config.rollout.engine == "server":
+            server = self.config.rollout.server
+            urls = list(self._server_urls or server.urls)  # launched by the run, or the user's
+            targets = ServerTargets(urls, cfg.group_name, server.api_key_env, cfg.timeout_s)
+            world = 1 + len(targets.urls)
+            answers = targets.init_group(address, port, self.weight_backend)
+            learner.join_weight_group(world, members=["learner rank 0", *targets.urls], **join)
+            answers()
+        else:
+            targets, world, specs = None, 1 + len(self._receivers), learner.weight_specs()
+            members = ["learner rank 0", *[f"inference worker {i}" for i in range(len(self._receivers))]]
+            refs = [w.join_weight_group.remote(address, port, 1 + i, world, self.weight_backend, cfg.group_name,
+                                               cfg.timeout_s, specs, cfg.bucket_bytes)
+                    for i, w in enumerate(self._receivers)]
+            _beside(lambda: learner.join_weight_group(world, members=members, **join), refs, cfg.timeout_s,
+                    "the inference workers to join the weight-broadcast group")
+        self._weight_group = (learner, targets)
+        return targets
 
     def _load_servers(self, path: str, version: int) -> None:
         """The servers load `path` once, through the first rollout worker (it waits for its batch
@@ -215,15 +302,45 @@ class RunActors:
                     ray.get(ref)
                 except Exception:  # already dead: nothing to close
                     pass
+        if self._weight_group is not None and self._weight_group[1] is not None:
+            self._weight_group[1].destroy_group()
+        self._weight_group = None
         for learner in self.learners:
             learner.shutdown()
+        if self._server_actors:  # stop the servers (their process groups) before their actors go
+            stopping = [a.stop.remote() for a in self._server_actors]
+            ready, _ = ray.wait(stopping, num_returns=len(stopping), timeout=60)
+            for ref in ready:
+                try:
+                    ray.get(ref)
+                except Exception:  # the actor died with its server: nothing left to stop
+                    pass
         if not self._ray_started and ray.is_initialized():  # a Tune trial's Ray: free our actors only
-            for actor in [*self.env_workers, *self.inference]:
+            for actor in [*self.env_workers, *self.inference, *self._server_actors]:
                 ray.kill(actor)
         self.env_workers, self.inference, self.learners = [], [], []
+        self._server_actors, self._server_urls = [], []
         if self._ray_started:
             ray.shutdown()
             self._ray_started = False
+
+
+def _beside(call: Any, refs: list, timeout_s: float, what: str) -> Any:
+    """Run `call()` in a thread while waiting for the Ray `refs` (the other members of a
+    collective); a member's error is raised at once, a deadline names `what` was awaited.
+    Returns call()'s result."""
+    import ray
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="webrl-weight-sync")
+    future = pool.submit(call)
+    pool.shutdown(wait=False)  # on an error below, the thread ends by its own collective deadline
+    ready, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout_s + 30) if refs else ([], [])
+    ray.get(ready)
+    if pending:
+        raise ResourceError(f"timed out after {timeout_s + 30:g} s waiting for {what} "
+                            f"({len(pending)} of {len(refs)} did not answer; learner.weight_sync.timeout_s)")
+    return future.result(timeout=timeout_s + 30)
 
 
 def _ray_temp_dir(run_dir: Path) -> str:

@@ -371,6 +371,10 @@ class WebRLConfig:
         if self.rollout.engine == "server":
             _check_server_engine(self)
         _check_dyna(self)
+        from webrl.learner.config import resolve_weight_sync
+
+        resolve_weight_sync(self.learner.weight_sync, self.rollout.engine,  # refuses what cannot reach the engine
+                            bool(self.resources.gpus_per_learner_rank))
 
 
 RL_OBJECTIVES = ("grpo", "ppo")

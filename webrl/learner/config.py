@@ -4,6 +4,7 @@
       ├─ optim: OptimConfig          client AdamW, LR schedule, gradient clipping
       ├─ batching: BatchingConfig    token-budget micro-batches, PPO epochs / mini-batches
       ├─ checkpoint: CheckpointConfig  keep-last-N, verification on load
+      ├─ weight_sync: WeightSyncConfig  learner -> rollout weights: object store, broadcast or disk
       └─ grpo / ppo / sft            the objective configs of `webrl.algos` (one is active)
 
     LearnerRun                       what the run derives for its learner (model path, seed,
@@ -24,6 +25,10 @@ DTYPES = ("auto", "float32", "bfloat16")
 REFERENCE_MODES = ("none", "copy", "snapshot")
 SCHEDULERS = ("constant", "linear", "cosine")
 VERIFY_MODES = ("size", "sha256")
+WEIGHT_SYNC_MODES = ("auto", "object_store", "collective", "disk")
+WEIGHT_SYNC_BACKENDS = ("auto", "gloo", "nccl")
+#: which modes each rollout engine can apply (`resolve_weight_sync`)
+ENGINE_WEIGHT_SYNC = {"transformers": ("object_store", "collective"), "server": ("disk", "collective")}
 
 
 def _one_of(name: str, value, allowed) -> None:
@@ -114,6 +119,62 @@ class CheckpointConfig:
 
 
 @dataclass
+class WeightSyncConfig:
+    """How the weights reach the rollout after each update (`webrl.learner.weights`)."""
+
+    mode: str = "auto"
+    """"object_store": rank 0 puts the weights into Ray's object store once, every in-process
+    inference worker copies them (rollout.engine=transformers); "collective": learner rank 0
+    broadcasts them in buckets to a group of the receivers, never through the driver
+    (in-process workers, or servers speaking SGLang's /update_weights_from_distributed);
+    "disk": a Hugging Face folder the servers load (rollout.engine=server); "auto":
+    object_store for the transformers engine, disk for servers (the behaviour before the
+    broadcast existed; on CPU the broadcast measured faster, benchmarks/results/
+    weight_sync_2026-12-01, but the trainer's Ray runs have not yet been exercised with it)."""
+    bucket_mb: float = 256.0
+    """Bucket size of the broadcast in MiB: consecutive tensors up to this many bytes travel as
+    one flat tensor (a larger tensor travels alone)."""
+    backend: str = "auto"
+    """Broadcast backend: "auto" (nccl when the learner has GPUs, else gloo), "gloo" or "nccl"
+    (`webrl serve` speaks gloo only)."""
+    timeout_s: float = 300.0
+    """Deadline of the group's set-up and of each broadcast, in seconds."""
+    group_name: str = "weight_update_group"
+    """Name of the broadcast group (SGLang's default)."""
+
+    def __post_init__(self) -> None:
+        _one_of("learner.weight_sync.mode", self.mode, WEIGHT_SYNC_MODES)
+        _one_of("learner.weight_sync.backend", self.backend, WEIGHT_SYNC_BACKENDS)
+        _positive("learner.weight_sync.bucket_mb", self.bucket_mb)
+        _positive("learner.weight_sync.timeout_s", self.timeout_s)
+        if not self.group_name:
+            raise ValueError("learner.weight_sync.group_name must not be empty")
+
+    @property
+    def bucket_bytes(self) -> int:
+        return max(1, int(self.bucket_mb * 2**20))
+
+
+def resolve_weight_sync(config: WeightSyncConfig, engine: str, learner_gpus: bool) -> tuple[str, str]:
+    """(mode, backend) for a run whose rollout uses `engine` ("transformers" or "server"); a mode
+    the engine cannot apply is refused naming both keys."""
+    from webrl.config import ConfigError
+
+    if engine not in ENGINE_WEIGHT_SYNC:
+        raise ConfigError(f"rollout.engine must be one of {list(ENGINE_WEIGHT_SYNC)}, got {engine!r}")
+    allowed = ENGINE_WEIGHT_SYNC[engine]
+    mode = config.mode if config.mode != "auto" else allowed[0]
+    if mode not in allowed:
+        raise ConfigError(f"learner.weight_sync.mode={mode!r} cannot reach rollout.engine={engine!r}; "
+                          f"allowed with it: {['auto', *allowed]}")
+    backend = config.backend if config.backend != "auto" else ("nccl" if learner_gpus else "gloo")
+    if backend == "nccl" and not learner_gpus and mode == "collective":
+        raise ConfigError("learner.weight_sync.backend='nccl' needs learner GPUs "
+                          "(resources.gpus_per_learner_rank > 0); allowed on CPU: ['auto', 'gloo']")
+    return mode, backend
+
+
+@dataclass
 class LearnerConfig:
     """The DeepSpeed learner: engine, objective and its pieces. The policy it trains and the
     values that must match the rollout come separately, in a `LearnerRun`."""
@@ -150,6 +211,8 @@ class LearnerConfig:
     """Micro-batching, epochs and mini-batches."""
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     """Checkpoint retention and verification."""
+    weight_sync: WeightSyncConfig = field(default_factory=WeightSyncConfig)
+    """How the weights reach the rollout's inference workers or servers after each update."""
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     """Objective config used when objective="grpo"."""
     ppo: PPOConfig = field(default_factory=PPOConfig)

@@ -4,6 +4,9 @@
     group = LearnerGroup(config, run, num_ranks=2)           # Ray actors in a placement group
     metrics = group.update(samples)                          # one policy version
     ref = group.get_weights_ref()                            # object-store weight sync
+    address = group.host_weight_group(timeout_s)             # or a broadcast group with the receivers:
+    group.join_weight_group(world_size, "gloo", name, timeout_s)   # (beside their joins), then per sync
+    group.broadcast_weights(bucket_bytes, version)           # (beside their receive_weights)
     group.save(f"{root}/step-{k:08d}", client_state={...}); group.load(path)
 
 The group is the controller of an update (the single-controller pattern): it plans
@@ -28,7 +31,7 @@ from webrl.learner.config import LearnerConfig, LearnerRun
 from webrl.learner.consistency import logprob_mismatch, mismatch_alarm
 from webrl.learner.metrics import merge_metrics
 from webrl.learner.samples import LearnerSample, scale_batch
-from webrl.learner.weights import WeightUpdate
+from webrl.learner.weights import ServerTargets, TensorSpec, WeightUpdate
 from webrl.learner.worker import ForwardResult, LearnerWorker, StepScale
 from webrl.resources import wait_for
 
@@ -355,6 +358,26 @@ class LearnerGroup:
         import ray
 
         return ray.put(self.get_weights())
+
+    # -- weight broadcast (learner.weight_sync.mode=collective) -----------------------------------
+    def weight_specs(self) -> list[TensorSpec]:
+        """Name, full shape and dtype of every tensor a broadcast carries, in order."""
+        return self.ranks.call("weight_specs", [()] * self.num_ranks)[0]
+
+    def host_weight_group(self, timeout_s: float) -> tuple[str, int]:
+        """Rank 0 opens a weight-broadcast group's rendezvous store: (address, port) for the receivers."""
+        return self._all("host_weight_group", timeout_s)[0]
+
+    def join_weight_group(self, world_size: int, backend: str, group_name: str, timeout_s: float,
+                          members: Sequence[str] = ()) -> None:
+        """Rank 0 joins as rank 0; blocks until the receivers have joined (run it beside their joins)."""
+        self._all("join_weight_group", world_size, backend, group_name, timeout_s, list(members))
+
+    def broadcast_weights(self, bucket_bytes: int, version: Optional[int] = None,
+                          servers: Optional[ServerTargets] = None) -> dict[str, float]:
+        """One broadcast of the trainable weights (every rank gathers under ZeRO-3; rank 0 sends):
+        {"buckets", "bytes", "seconds"}. Run it beside the receivers' `receive_weights`."""
+        return self._all("broadcast_weights", bucket_bytes, version, servers)[0]
 
     def full_state_dict(self) -> dict:
         return self._all("full_state_dict")[0]

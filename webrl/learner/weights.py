@@ -1,20 +1,42 @@
-"""Versioned weight sync from the learner to inference workers.
+"""Versioned weight sync from the learner to inference workers, by object store or by broadcast.
 
 Only trainable parameters travel (a frozen vision tower never does), named as in the Hugging
 Face model's state_dict, so the receiver is any plain `...ForConditionalGeneration`.
 
-Rank 0 returns a `WeightUpdate` of CPU tensors (under ZeRO-3 every learner rank takes part in
-gathering each shard); `LearnerGroup.get_weights_ref()` puts it in Ray's object store once and
-every inference worker `ray.get`s the same object (zero-copy between processes of one node) and
-copies it in place with `apply_weight_update`.
+Object store (`learner.weight_sync.mode=object_store`): rank 0 returns a `WeightUpdate` of CPU
+tensors (under ZeRO-3 every learner rank takes part in gathering each shard);
+`LearnerGroup.get_weights_ref()` puts it in Ray's object store once and every inference worker
+`ray.get`s the same object and copies it in place with `apply_weight_update`.
+
+Collective (`mode=collective`): learner rank 0 and the receivers (in-process inference workers,
+or `webrl serve` / SGLang servers) form a `WeightBroadcastGroup`, a process group of its own
+(a TCPStore hosted by rank 0 plus gloo or NCCL, never DeepSpeed's default group). Rank 0
+broadcasts the weights in buckets: consecutive tensors, in the order of `TensorSpec`s every
+member knows, each bucket their bytes concatenated into one uint8 tensor (SGLang's
+"flattened_bucket" layout: `FlattenedTensorBucket`, `tensor.flatten().view(torch.uint8)` in
+order; mixed dtypes travel in one bucket). A tensor larger than the bucket size forms a bucket
+alone. In-process receivers get a 3-number header first (version, tensors, bytes) and refuse a
+sync whose header differs from what the driver told them; servers get each bucket's names,
+dtypes and shapes over HTTP (`/update_weights_from_distributed`), as slime drives SGLang.
+
+Rendezvous keys follow SGLang's `init_custom_process_group` (torch's `_new_process_group_helper`
+under `PrefixStore(group_name)`, i.e. `PrefixStore(group_name + "/", PrefixStore(group_name,
+store))`), checked here only against `webrl serve`; every wait has a deadline whose error names
+the group, its address and the members that did not arrive.
 """
 from __future__ import annotations
 
+import datetime
+import time
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
+
+GROUP_NAME = "weight_update_group"
+"""SGLang's default group name."""
+BACKENDS = ("gloo", "nccl")
 
 
 @dataclass
@@ -69,3 +91,295 @@ def gathered(named_params: Iterable[tuple[str, nn.Parameter]], zero3: bool) -> I
     for name, p in named_params:
         with deepspeed.zero.GatheredParameters([p], modifier_rank=None):
             yield name, p.data
+
+
+# -- buckets ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorSpec:
+    """What a receiver allocates for one tensor: name, full shape, dtype name ("float32", "bfloat16")."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return torch_dtype(self.dtype)
+
+    @property
+    def num_bytes(self) -> int:
+        return _numel(self.shape) * torch.empty((), dtype=self.torch_dtype).element_size()
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """torch.bfloat16 -> "bfloat16" (SGLang's `dtypes` strings)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    value = getattr(torch, str(name), None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}: expected a torch dtype name such as 'float32' or 'bfloat16'")
+    return value
+
+
+def plan_buckets(specs: Sequence[TensorSpec], bucket_bytes: int) -> list[list[int]]:
+    """Consecutive runs of tensor indices of at most `bucket_bytes` each; a tensor larger than
+    that forms a bucket alone. Every member computes the same plan from the same specs."""
+    if bucket_bytes < 1:
+        raise ValueError(f"bucket_bytes must be >= 1, got {bucket_bytes}")
+    buckets: list[list[int]] = []
+    size = 0
+    for i, spec in enumerate(specs):
+        if buckets and buckets[-1] and size + spec.num_bytes <= bucket_bytes:
+            buckets[-1].append(i)
+            size += spec.num_bytes
+        else:
+            buckets.append([i])
+            size = spec.num_bytes
+    return buckets
+
+
+def flatten_bucket(tensors: Sequence[Tensor]) -> Tensor:
+    """(sum of bytes,) uint8: each tensor's bytes in order (SGLang's flattened_bucket layout)."""
+    return torch.cat([t.detach().contiguous().reshape(-1).view(torch.uint8) for t in tensors])
+
+
+def unflatten_bucket(flat: Tensor, specs: Sequence[TensorSpec]) -> list[Tensor]:
+    """The inverse of `flatten_bucket` for tensors of `specs` (views into `flat`, copies where
+    a tensor's bytes do not start at a multiple of its element size)."""
+    out, start = [], 0
+    for spec in specs:
+        end = start + spec.num_bytes
+        piece = flat[start:end]
+        if start % spec.torch_dtype.itemsize:  # a view needs aligned bytes (after an odd-sized bf16 tensor)
+            piece = piece.clone()
+        out.append(piece.view(spec.torch_dtype).view(spec.shape))
+        start = end
+    if start != flat.numel():
+        raise ValueError(f"bucket holds {flat.numel()} bytes, its {len(specs)} tensor specs {start}")
+    return out
+
+
+# -- the group ----------------------------------------------------------------------------------
+class GroupSetupError(TimeoutError):
+    """A weight-broadcast group that did not form within its deadline (the message names what it waited for)."""
+
+
+def host_store(host: str, timeout_s: float, port: int = 0):
+    """Rank 0's rendezvous store, listening before anyone joins (port 0: a free port, read back
+    from `.port`)."""
+    from torch.distributed import TCPStore
+
+    return TCPStore(host, port, None, True, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+
+
+class WeightBroadcastGroup:
+    """One member (rank) of a weight-broadcast group; rank 0 is the learner and sends."""
+
+    def __init__(self, process_group, rank: int, world_size: int, backend: str, name: str):
+        self.process_group, self.rank, self.world_size, self.backend, self.name = \
+            process_group, rank, world_size, backend, name
+        self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+    @classmethod
+    def join(cls, master_address: str, master_port: int, rank: int, world_size: int, *, backend: str = "gloo",
+             group_name: str = GROUP_NAME, timeout_s: float = 60.0, store=None,
+             members: Optional[Sequence[str]] = None) -> "WeightBroadcastGroup":
+        """Join (rank 0: pass the store from `host_store`). Blocks until all `world_size`
+        members have joined, or raises `GroupSetupError` after `timeout_s` naming the missing
+        ranks (`members[r]` describes rank r in the message)."""
+        from torch.distributed import PrefixStore, TCPStore
+
+        if backend not in BACKENDS:
+            raise ValueError(f"weight-broadcast backend must be one of {list(BACKENDS)}, got {backend!r}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"weight-broadcast rank {rank} is outside world_size {world_size}")
+        where = f"weight-broadcast group {group_name!r} at {master_address}:{master_port}"
+        timeout = datetime.timedelta(seconds=timeout_s)
+        if store is None:
+            try:
+                store = TCPStore(master_address, int(master_port), None, False, timeout=timeout)
+            except Exception as e:  # noqa: BLE001 - torch raises several kinds here
+                raise GroupSetupError(f"{where}: rank {rank} could not reach rank 0's store (the learner) within "
+                                      f"{timeout_s:g} s ({type(e).__name__}: {str(e)[:200]})") from None
+        inner = PrefixStore(group_name + "/", PrefixStore(group_name, store))
+        t0 = time.monotonic()
+        try:
+            process_group = _backend(backend, inner, rank, world_size, timeout)
+        except Exception as e:  # noqa: BLE001
+            missing = _missing_ranks(inner, world_size)
+            names = ", ".join(f"rank {r}" + (f" ({members[r]})" if members and r < len(members) else "")
+                              for r in missing) or "unknown"
+            raise GroupSetupError(
+                f"{where}: rank {rank} waited {time.monotonic() - t0:.1f} s (timeout {timeout_s:g} s) for "
+                f"{world_size} members to join; not joined: {names} ({type(e).__name__}: {str(e)[:160]})") from None
+        group = cls(process_group, rank, world_size, backend, group_name)
+        group._store = store  # rank 0's store must outlive the group
+        return group
+
+    def broadcast(self, tensor: Tensor) -> None:
+        """Rank 0's `tensor` into every member's (same shape and dtype), in place."""
+        from torch.distributed import BroadcastOptions
+
+        opts = BroadcastOptions()
+        opts.rootRank, opts.rootTensor = 0, 0
+        self.process_group.broadcast([tensor], opts).wait()
+
+    # -- rank 0 --------------------------------------------------------------------------------
+    def send(self, named_tensors: Iterable[tuple[str, Tensor]], specs: Sequence[TensorSpec], bucket_bytes: int,
+             header: Optional[Sequence[int]] = None,
+             announce: Optional[Callable[[list[TensorSpec], bool], Callable[[], None]]] = None) -> dict[str, float]:
+        """Broadcast `named_tensors` (in `specs` order) bucket by bucket. `header` (in-process
+        receivers) goes first as int64; `announce(bucket specs, is_last)` runs before each
+        bucket's broadcast and returns a function that waits for the receivers' answers (servers).
+        Returns {"buckets", "bytes", "seconds"}."""
+        if self.rank != 0:
+            raise RuntimeError("only rank 0 of a weight-broadcast group sends")
+        t0 = time.monotonic()
+        if header is not None:
+            self.broadcast(torch.tensor(list(header), dtype=torch.int64, device=self.device))
+        plan = plan_buckets(specs, bucket_bytes)
+        source = iter(named_tensors)
+        total = 0
+        for k, bucket in enumerate(plan):
+            flat = torch.empty(sum(specs[i].num_bytes for i in bucket), dtype=torch.uint8, device=self.device)
+            offset = 0
+            for i in bucket:
+                name, tensor = next(source)
+                if name != specs[i].name or tuple(tensor.shape) != tuple(specs[i].shape):
+                    raise ValueError(f"weight broadcast: tensor {i} is {name} {tuple(tensor.shape)}, the spec says "
+                                     f"{specs[i].name} {tuple(specs[i].shape)}")
+                # copied into the bucket now: under ZeRO-3 the gathered storage is released once
+                # the source moves on (same bytes as `flatten_bucket`)
+                data = tensor.detach().to(specs[i].torch_dtype).contiguous().reshape(-1).view(torch.uint8)
+                flat[offset:offset + data.numel()].copy_(data)
+                offset += data.numel()
+            wait = announce([specs[i] for i in bucket], k == len(plan) - 1) if announce else None
+            self.broadcast(flat)
+            if wait is not None:
+                wait()
+            total += flat.numel()
+        return {"buckets": float(len(plan)), "bytes": float(total), "seconds": time.monotonic() - t0}
+
+    # -- receivers -----------------------------------------------------------------------------
+    def receive(self, specs: Sequence[TensorSpec], bucket_bytes: int,
+                header: Optional[Sequence[int]] = None) -> Iterator[list[tuple[str, Tensor]]]:
+        """Yield each bucket's [(name, tensor)] as it arrives (views into one buffer per bucket);
+        with `header`, first check that rank 0 sent the same one, else raise ValueError (after
+        draining the broadcast when only the version differs, so rank 0 finishes its send)."""
+        if header is not None:
+            got = torch.zeros(len(header), dtype=torch.int64, device=self.device)
+            self.broadcast(got)
+            if got.tolist() != list(header):
+                if got.tolist()[1:] == list(header)[1:]:  # same sizes: drain the buckets, so rank 0 is not left waiting
+                    for bucket in plan_buckets(specs, bucket_bytes):
+                        self.broadcast(torch.empty(sum(specs[i].num_bytes for i in bucket), dtype=torch.uint8,
+                                                   device=self.device))
+                raise ValueError(f"weight broadcast {self.name!r}: rank 0 sent (version, tensors, bytes) = "
+                                 f"{tuple(got.tolist())}, this receiver expected {tuple(header)}")
+        for bucket in plan_buckets(specs, bucket_bytes):
+            chosen = [specs[i] for i in bucket]
+            flat = torch.empty(sum(s.num_bytes for s in chosen), dtype=torch.uint8, device=self.device)
+            self.broadcast(flat)
+            yield list(zip([s.name for s in chosen], unflatten_bucket(flat, chosen)))
+
+    def close(self) -> None:
+        self.process_group = None
+        self._store = None
+
+
+def _backend(backend: str, store, rank: int, world_size: int, timeout: datetime.timedelta):
+    import torch.distributed as dist
+
+    if backend == "gloo":
+        return dist.ProcessGroupGloo(store, rank, world_size, timeout)
+    options = dist.ProcessGroupNCCL.Options()
+    options._timeout = timeout
+    return dist.ProcessGroupNCCL(store, rank, world_size, options)
+
+
+def _missing_ranks(store, world_size: int) -> list[int]:
+    """Ranks whose gloo/NCCL address key never appeared in the store (best effort)."""
+    try:
+        return [r for r in range(world_size) if not store.check([f"0/{r}"]) and not store.check([str(r)])]
+    except Exception:  # noqa: BLE001 - the store itself may be gone
+        return list(range(world_size))
+
+
+def header_of(version: int, specs: Sequence[TensorSpec]) -> tuple[int, int, int]:
+    """(version, tensors, bytes): what in-process receivers check before a sync."""
+    return int(version), len(specs), sum(s.num_bytes for s in specs)
+
+
+# -- servers as receivers (SGLang's protocol) ----------------------------------------------------
+@dataclass
+class ServerTargets:
+    """Inference servers (SGLang, or `webrl serve` with gloo) that are ranks 1..N of a group,
+    driven over HTTP: `/init_weights_update_group` once, then one `/update_weights_from_distributed`
+    per bucket (load_format "flattened_bucket"), `weight_version` on the last one only, so a
+    server reports the new version once every bucket has landed."""
+
+    urls: list[str]
+    group_name: str = GROUP_NAME
+    api_key_env: str = ""
+    """Environment variable holding the servers' bearer key (read where the request is sent)."""
+    timeout_s: float = 300.0
+    weight_version: Optional[str] = None
+    """Stamped on the last bucket of the next `send`."""
+
+    def _post_all(self, path: str, bodies: Sequence[dict]) -> Callable[[], list[dict]]:
+        """POST bodies[i] to urls[i] in background threads; returns a function that waits and
+        raises naming the server whose answer is not 200 with success true."""
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        import httpx
+
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        pool = ThreadPoolExecutor(len(self.urls), thread_name_prefix="webrl-weight-post")
+
+        def post(url: str, body: dict) -> dict:
+            try:
+                r = httpx.post(url.rstrip("/") + path, json=body, headers=headers, timeout=self.timeout_s)
+            except httpx.HTTPError as e:
+                raise RuntimeError(f"{url}{path}: {type(e).__name__}: {e}") from None
+            answer = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+            if r.status_code != 200 or answer.get("success") is not True:
+                raise RuntimeError(f"{url}{path}: HTTP {r.status_code}: {str(answer or r.text)[:300]}")
+            return answer
+
+        futures = [pool.submit(post, url, body) for url, body in zip(self.urls, bodies)]
+        pool.shutdown(wait=False)
+        return lambda: [f.result() for f in futures]
+
+    def init_group(self, master_address: str, master_port: int, backend: str) -> Callable[[], list[dict]]:
+        """Ask every server to join as rank 1 + i of 1 + len(urls) (they block until the group forms)."""
+        world = 1 + len(self.urls)
+        return self._post_all("/init_weights_update_group", [
+            {"master_address": master_address, "master_port": int(master_port), "rank_offset": 1 + i,
+             "world_size": world, "group_name": self.group_name, "backend": backend}
+            for i in range(len(self.urls))])
+
+    def announce(self, specs: list[TensorSpec], last: bool) -> Callable[[], list[dict]]:
+        body = {"names": [s.name for s in specs], "dtypes": [s.dtype for s in specs],
+                "shapes": [list(s.shape) for s in specs], "group_name": self.group_name,
+                "load_format": "flattened_bucket", "flush_cache": last}
+        if last and self.weight_version is not None:
+            body["weight_version"] = str(self.weight_version)
+        return self._post_all("/update_weights_from_distributed", [body] * len(self.urls))
+
+    def destroy_group(self) -> None:
+        """Best effort: the servers leave the group (errors ignored: the run is ending)."""
+        try:
+            self._post_all("/destroy_weights_update_group", [{"group_name": self.group_name}] * len(self.urls))()
+        except Exception:  # noqa: BLE001
+            pass

@@ -37,7 +37,8 @@ from webrl.learner.engine import (build_optimizer, deepspeed_config, init_distri
 from webrl.learner.metrics import merge_metrics
 from webrl.learner.model import PolicyModule, trainable_named_parameters
 from webrl.learner.samples import LearnerSample, check_image_tokens, collate
-from webrl.learner.weights import WeightUpdate, gathered
+from webrl.learner.weights import (ServerTargets, TensorSpec, WeightBroadcastGroup, WeightUpdate, dtype_name,
+                                   gathered, header_of, host_store)
 
 
 @dataclass
@@ -247,6 +248,53 @@ class LearnerWorker:
                 update.names.append(name)
                 update.tensors.append(tensor.detach().cpu().clone())
         return update if self.rank == 0 else None
+
+    # -- weight broadcast (learner.weight_sync.mode=collective, `webrl.learner.weights`) ------------
+    def weight_specs(self) -> list[TensorSpec]:
+        """The trainable tensors in broadcast order: names, full shapes (ZeRO-3 keeps the full
+        one in `ds_shape`), the training dtype."""
+        return [TensorSpec(name, tuple(getattr(p, "ds_shape", p.shape)), dtype_name(p.dtype))
+                for name, p in trainable_named_parameters(self.module)]
+
+    def host_weight_group(self, timeout_s: float) -> Optional[tuple[str, int]]:
+        """Rank 0: open the group's rendezvous store on this node; returns (address, port).
+        Other ranks: None (only rank 0 is a member; they help gather under ZeRO-3)."""
+        if self.rank != 0:
+            return None
+        address = os.environ.get("MASTER_ADDR", "127.0.0.1")  # this node's address, as the learner's own group
+        self._weight_store = host_store(address, timeout_s)
+        return address, int(self._weight_store.port)
+
+    def join_weight_group(self, world_size: int, backend: str, group_name: str, timeout_s: float,
+                          members: Sequence[str] = ()) -> None:
+        """Rank 0 joins the group it hosts as rank 0 (blocks until every receiver has joined)."""
+        if self.rank != 0:
+            return
+        address = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        self._weight_group = WeightBroadcastGroup.join(
+            address, int(self._weight_store.port), 0, world_size, backend=backend, group_name=group_name,
+            timeout_s=timeout_s, store=self._weight_store, members=list(members))
+
+    def broadcast_weights(self, bucket_bytes: int, version: Optional[int] = None,
+                          servers: Optional[ServerTargets] = None) -> Optional[dict[str, float]]:
+        """Send the trainable weights to the group: `version` given -> in-process receivers (a
+        header first), `servers` -> each bucket announced over HTTP. Collective under ZeRO-3:
+        call on every rank; rank 0 returns {"buckets", "bytes", "seconds"}, others None."""
+        source = gathered(trainable_named_parameters(self.module), self.config.zero_stage == 3)
+        if self.rank != 0:
+            for _ in source:
+                pass
+            return None
+        group = getattr(self, "_weight_group", None)
+        if group is None:
+            raise RuntimeError("broadcast_weights before join_weight_group: no weight-broadcast group on rank 0")
+        specs = self.weight_specs()
+        header = header_of(version, specs) if version is not None else None
+        stats = group.send(source, specs, bucket_bytes, header=header,
+                           announce=servers.announce if servers is not None else None)
+        for _ in source:  # finish the generator: under ZeRO-3 its last gather must close on every rank
+            pass
+        return stats
 
     def value_head_state(self) -> Optional[dict[str, torch.Tensor]]:
         head = self.module.value_head

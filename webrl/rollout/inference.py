@@ -5,6 +5,11 @@ within a short window (or until `max_batch_size`) and decides them in one `polic
 Every decision comes back with the policy version that produced it, and `set_weights` never
 runs in the middle of a batch (one lock orders them), so a decision's version is exact.
 
+Weights arrive three ways: a state dict or learner `WeightUpdate` from Ray's object store
+(`set_weights`), a broadcast from the learner's rank 0 in a group this worker joined
+(`join_weight_group` once, then `receive_weights` per sync; `webrl.learner.weights`), or a
+checkpoint folder a server engine loads itself.
+
 The engine is whatever implements `Engine` (`act` + `load_weights`): the transformers
 generator policy, or `webrl.rollout.server_engine.ServerEngine` over SGLang-native servers
 (weights as a folder path), without touching the coordinator.
@@ -147,6 +152,39 @@ class InferenceWorker:
             self.engine.load_weights(weights)
         self.version = version
 
+    def join_weight_group(self, master_address: str, master_port: int, rank: int, world_size: int, backend: str,
+                          group_name: str, timeout_s: float, specs: Sequence[Any], bucket_bytes: int) -> None:
+        """Join the learner's weight-broadcast group as `rank` (blocks until it forms, or raises
+        `webrl.learner.weights.GroupSetupError` after `timeout_s`); `specs` / `bucket_bytes`:
+        what every later broadcast carries (`learner.weight_sync.mode=collective`)."""
+        from webrl.learner.weights import WeightBroadcastGroup
+
+        self._weight_group = WeightBroadcastGroup.join(master_address, master_port, rank, world_size,
+                                                       backend=backend, group_name=group_name, timeout_s=timeout_s)
+        self._weight_specs, self._bucket_bytes = list(specs), int(bucket_bytes)
+
+    def receive_weights(self, version: int) -> int:
+        """Receive one broadcast bucket by bucket into the engine (`load_weights` per bucket),
+        then take `version`. The header rank 0 sends first must carry the same version and sizes."""
+        from webrl.learner.weights import header_of
+
+        group = getattr(self, "_weight_group", None)
+        if group is None:
+            raise RuntimeError("receive_weights before join_weight_group: this worker is in no weight-broadcast group")
+        if version < self.version:
+            raise ValueError(f"weights version {version} is older than the current {self.version}")
+        for bucket in group.receive(self._weight_specs, self._bucket_bytes, header_of(version, self._weight_specs)):
+            self.engine.load_weights(dict(bucket))
+        self.version = version
+        return version
+
+    async def receive_weights_async(self, version: int) -> int:
+        """`receive_weights` between batches (never during one)."""
+        if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
+            return await asyncio.to_thread(self.receive_weights, version)
+        async with self._batcher.lock:
+            return await asyncio.to_thread(self.receive_weights, version)
+
     async def note_weights_async(self, version: int, label: str) -> int:
         """A server engine whose servers another worker of the run just updated: take the new
         version without loading anything (between batches)."""
@@ -185,6 +223,14 @@ class InferenceActor:
         if version is None:
             raise ValueError("set_weights needs a version")
         return await self.worker.set_weights_async(weights, version, label)
+
+    async def join_weight_group(self, *args) -> None:
+        """See `InferenceWorker.join_weight_group` (runs off the event loop: it blocks until the group forms)."""
+        await asyncio.to_thread(self.worker.join_weight_group, *args)
+
+    async def receive_weights(self, version: int) -> int:
+        """One broadcast from the learner's rank 0 (`learner.weight_sync.mode=collective`)."""
+        return await self.worker.receive_weights_async(version)
 
     async def note_weights(self, version: int, label: str) -> int:
         """Server engines: another worker loaded `label` into the shared servers (see InferenceWorker)."""

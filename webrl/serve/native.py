@@ -2,6 +2,12 @@
 
     POST /generate                 SGLang `GenerateReqInput` subset -> `{"text", "output_ids", "meta_info"}`
     POST /update_weights_from_disk {"model_path", "weight_version"?} -> {"success", "message", ...}
+    POST /init_weights_update_group {master_address, master_port, rank_offset, world_size, group_name?,
+                                     backend: "gloo"} -> {"success", "message"}  (blocks until the group forms)
+    POST /update_weights_from_distributed {names, dtypes, shapes, group_name?, load_format?
+                                     (null | "flattened_bucket"), weight_version?, flush_cache?,
+                                     abort_all_requests?, torch_empty_cache?} -> {"success", "message"}
+    POST /destroy_weights_update_group {group_name?}
     GET  /get_model_info           {"model_path", ..., "weight_version"}
     GET  /health                   (the app's own route)
 
@@ -28,6 +34,17 @@ SGLANG_RETURN_ORIGINAL_LOGPROB unset). `output_ids` ends with the stop token tha
 generation; finish_reason is {"type": "stop", "matched": id} or {"type": "length", "length": N}.
 Vision placeholder tokens are never sampled (suppressed after the log-probs, as in-process).
 
+Distributed weight updates (SGLang's `InitWeightsUpdateGroupReqInput` and
+`UpdateWeightsFromDistributedReqInput`, read in sgl-project/sglang io_struct.py at 001067ff; the
+receive side as its model runner's `update_weights_from_distributed` /
+`_update_bucketed_weights_from_distributed`): the server joins the learner's group as rank
+`rank_offset` (gloo only: this is the CPU backend) through `webrl.learner.weights`, and each
+update receives the tensors `names` / `dtypes` / `shapes` describe from rank 0, one broadcast per
+tensor (load_format null) or one flat uint8 bucket ("flattened_bucket"), then copies them in
+under the lock. Unlike the disk route, an update without `weight_version` keeps the version (as
+SGLang does): a multi-bucket sync stamps only its last bucket. Between two buckets a request may
+see some tensors new and the version old; the trainer syncs between collections.
+
 Weight updates load the folder (Hugging Face format) into a CPU copy and copy every parameter
 and buffer into the served model in place, under the lock that also orders generation and
 chat completions: no request ever sees half-updated weights. The weight version is
@@ -53,6 +70,11 @@ GENERATE_FIELDS = ("input_ids", "image_data", "sampling_params", "return_logprob
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_new_tokens", "stop_token_ids", "skip_special_tokens",
                    "no_stop_trim", "sampling_seed")
 UPDATE_FIELDS = ("model_path", "weight_version", "load_format", "abort_all_requests", "flush_cache")
+INIT_GROUP_FIELDS = ("master_address", "master_port", "rank_offset", "world_size", "group_name", "backend")
+DISTRIBUTED_FIELDS = ("names", "dtypes", "shapes", "group_name", "flush_cache", "abort_all_requests",
+                      "weight_version", "load_format", "torch_empty_cache")
+GROUP_TIMEOUT_S = 300.0
+"""How long `/init_weights_update_group` and each update wait for the learner's rank 0."""
 
 
 @dataclass
@@ -212,6 +234,10 @@ class NativeBackend:
         self.image_pad_id = vocab["<|image_pad|>"]
         self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.weight_groups: dict[str, Any] = {}
+        """group name -> this server's `WeightBroadcastGroup` membership."""
+        self.group_timeout_s = GROUP_TIMEOUT_S
+        self._receive_lock = threading.Lock()  # one distributed update at a time
 
     @classmethod
     def from_chat_engine(cls, engine: Any, model_path: str = "") -> Optional["NativeBackend"]:
@@ -328,6 +354,56 @@ class NativeBackend:
         return {"success": True, "message": f"Succeeded to update model weights from {path}.",
                 "num_paused_requests": 0, "weight_version": self.weight_version}
 
+    def init_weights_update_group(self, req: dict) -> dict:
+        """Join the learner's broadcast group as rank `rank_offset` (blocks until it forms)."""
+        from webrl.learner.weights import GroupSetupError, WeightBroadcastGroup
+
+        name = req.get("group_name") or "weight_update_group"
+        try:
+            group = WeightBroadcastGroup.join(req["master_address"], req["master_port"], req["rank_offset"],
+                                              req["world_size"], backend="gloo", group_name=name,
+                                              timeout_s=self.group_timeout_s)
+        except GroupSetupError as e:
+            raise RequestError(400, str(e), "master_address") from None
+        self.weight_groups[name] = group
+        return {"success": True, "message": f"Succeeded to initialize group {name!r} as rank {req['rank_offset']}."}
+
+    def update_weights_from_distributed(self, req: dict) -> dict:
+        """Receive `names` from rank 0 of the group, then copy them into the model in place."""
+        import torch
+
+        from webrl.learner.weights import unflatten_bucket
+
+        name = req.get("group_name") or "weight_update_group"
+        group = self.weight_groups.get(name)
+        if group is None:
+            raise RequestError(400, f"no weight-update group {name!r} here: call /init_weights_update_group first "
+                                    f"(groups: {sorted(self.weight_groups)})", "group_name")
+        specs = req["specs"]
+        with self._receive_lock:  # receive outside the generation lock: requests go on meanwhile
+            if req.get("load_format") == "flattened_bucket":
+                flat = torch.empty(sum(s.num_bytes for s in specs), dtype=torch.uint8)
+                group.broadcast(flat)
+                tensors = unflatten_bucket(flat, specs)
+            else:
+                tensors = [torch.empty(s.shape, dtype=s.torch_dtype) for s in specs]
+                for t in tensors:
+                    group.broadcast(t)
+        with self.lock, torch.no_grad():
+            own = dict(self.model.named_parameters())
+            own.update(self.model.named_buffers())
+            unknown = [s.name for s in specs if s.name not in own]
+            wrong = [s.name for s in specs if s.name in own and tuple(own[s.name].shape) != tuple(s.shape)]
+            if unknown or wrong:
+                raise RequestError(400, f"names do not fit the served model: unknown {unknown[:3]}, other shapes "
+                                        f"{wrong[:3]} (nothing was changed)", "names")
+            for spec, tensor in zip(specs, tensors):
+                own[spec.name].copy_(tensor.to(own[spec.name].device, own[spec.name].dtype))
+            if req.get("weight_version") is not None:
+                self.weight_version = str(req["weight_version"])
+        return {"success": True, "message": "Succeeded to update parameter online.",
+                "weight_version": self.weight_version}
+
     def model_info(self) -> dict:
         return {"model_path": self.model_path, "tokenizer_path": self.model_path, "is_generation": True,
                 "preferred_sampling_params": None, "weight_version": self.weight_version}
@@ -353,6 +429,62 @@ def parse_update_request(body: bytes) -> tuple[str, Optional[str]]:
     if version is not None and not isinstance(version, (str, int)):
         raise RequestError(400, f"weight_version must be a string, got {version!r}", "weight_version")
     return path, None if version is None else str(version)
+
+
+def _json_object(body: bytes, route: str, allowed: tuple[str, ...]) -> dict:
+    try:
+        obj = _object(json.loads(body), "request body")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RequestError(400, f"request body is not valid JSON: {e}") from None
+    _check_keys(obj, allowed, route)
+    return obj
+
+
+def parse_init_group_request(body: bytes) -> dict:
+    """An `/init_weights_update_group` body, checked (400 naming the field)."""
+    obj = _json_object(body, "/init_weights_update_group", INIT_GROUP_FIELDS)
+    if not isinstance(obj.get("master_address"), str) or not obj["master_address"]:
+        raise RequestError(400, "master_address is required: the learner rank 0's host", "master_address")
+    _int(obj.get("master_port"), "master_port", 1)
+    world = _int(obj.get("world_size"), "world_size", 2)
+    rank = _int(obj.get("rank_offset"), "rank_offset", 1)
+    if rank >= world:
+        raise RequestError(400, f"rank_offset {rank} must be < world_size {world}", "rank_offset")
+    if obj.get("backend", "nccl") != "gloo":  # SGLang's default is nccl: say so rather than hang
+        raise RequestError(400, f"backend must be 'gloo' on webrl serve (CPU, transformers backend), got "
+                                f"{obj.get('backend', 'nccl')!r}", "backend")
+    if not isinstance(obj.get("group_name", "weight_update_group"), str):
+        raise RequestError(400, "group_name must be a string", "group_name")
+    return obj
+
+
+def parse_distributed_request(body: bytes) -> dict:
+    """An `/update_weights_from_distributed` body; adds "specs" (`TensorSpec`s) for the receive."""
+    from webrl.learner.weights import TensorSpec, torch_dtype
+
+    obj = _json_object(body, "/update_weights_from_distributed", DISTRIBUTED_FIELDS)
+    names, dtypes, shapes = obj.get("names"), obj.get("dtypes"), obj.get("shapes")
+    if not (isinstance(names, list) and isinstance(dtypes, list) and isinstance(shapes, list)) or not names \
+            or not len(names) == len(dtypes) == len(shapes):
+        raise RequestError(400, "names, dtypes and shapes must be non-empty lists of the same length", "names")
+    specs = []
+    for i, (name, dtype, shape) in enumerate(zip(names, dtypes, shapes)):
+        if not isinstance(name, str):
+            raise RequestError(400, f"names[{i}] must be a string, got {name!r}", "names")
+        try:
+            torch_dtype(dtype)
+        except ValueError as e:
+            raise RequestError(400, f"dtypes[{i}]: {e}", "dtypes") from None
+        if not isinstance(shape, list):
+            raise RequestError(400, f"shapes[{i}] must be a list of sizes, got {shape!r}", "shapes")
+        specs.append(TensorSpec(name, tuple(_int(d, f"shapes[{i}]", 0) for d in shape), dtype))
+    if obj.get("load_format") not in (None, "flattened_bucket"):
+        raise RequestError(400, f"load_format must be null or 'flattened_bucket' here, got {obj['load_format']!r}",
+                           "load_format")
+    version = obj.get("weight_version")
+    if version is not None and not isinstance(version, (str, int)):
+        raise RequestError(400, f"weight_version must be a string, got {version!r}", "weight_version")
+    return {**obj, "specs": specs}
 
 
 def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorised, error, read_body) -> None:
@@ -387,6 +519,27 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
             return await run_in_threadpool(backend.update_weights_from_disk, path, version)
         except RequestError as e:
             return error(e.status, e.message, e.param, e.code)
+
+    def weight_route(path: str, parse, handle):
+        @app.post(path)
+        async def route(request: Request):
+            if not authorised(request):
+                return error(401, denied)
+            if not weights_open:
+                return error(403, f"weight updates are refused on {config.host} without a key: set the "
+                                  f"{config.api_key_env} variable (or bind 127.0.0.1)")
+            try:
+                return await run_in_threadpool(handle, parse(await read_body(request, config.max_request_bytes)))
+            except RequestError as e:
+                return error(e.status, e.message, e.param, e.code)
+
+    weight_route("/init_weights_update_group", parse_init_group_request, backend.init_weights_update_group)
+    weight_route("/update_weights_from_distributed", parse_distributed_request,
+                 backend.update_weights_from_distributed)
+    weight_route("/destroy_weights_update_group",
+                 lambda body: _json_object(body, "/destroy_weights_update_group", ("group_name",)),
+                 lambda req: {"success": backend.weight_groups.pop(req.get("group_name") or "weight_update_group",
+                                                                   None) is not None, "message": ""})
 
     @app.get("/get_model_info")
     async def get_model_info(request: Request):

@@ -25,10 +25,19 @@ Observe time: webrl, collect_elements + screenshot on the loaded page; BrowserGy
 on a shared machine.
 
 MiniWoB++ (--miniwob): for the tasks with a scripted oracle (webrl.envs.miniwob_oracles), run
-the oracle on webrl's list and count the tasks where every element it needs was listed (it
-never returned None) and the reward reached 1. BrowserGym is not run there.
+the oracle on webrl's list (viewport 640x480) and record every state: goal, action, the box of
+the element it acts on and that element's CSS child path. A state counts for webrl when the
+oracle found its element (a state where it returned None does not). BrowserGym replays the
+same episode (_browsergym_recall_runner.py: same page, same seeded start script, webrl's
+actions by coordinates at the target box's centre) and at each state, before acting, a state
+counts for browsergym_som / browsergym_clickable when a mark with that flag matches the target
+box by the fixtures' rule. A replayed state is kept only when it is faithful: same goal text,
+the target found again by its path with a box that matches webrl's by the same rule (the largest
+deviation is kept per state); the others are listed and left out. Wait actions are replayed,
+not counted.
 
     python benchmarks/element_recall.py --miniwob --json benchmarks/results/element_recall_2026-12-01/results.json
+    python benchmarks/element_recall.py --no-fixtures --miniwob --miniwob-seeds 11,12 --json miniwob.json
 """
 from __future__ import annotations
 
@@ -246,13 +255,18 @@ def observe_webrl(fixtures: Sequence[Fixture], httpd, repeats: int, discovery: s
 
 
 def observe_browsergym(fixtures: Sequence[Fixture], httpd, repeats: int, cache: Path) -> dict:
+    job = {"pages": [{"name": f.name, "url": page_url(httpd, f), "paths": [list(u.path) for u in f.usable]}
+                     for f in fixtures],
+           "viewport": list(VIEWPORT), "repeats": repeats, "resolve_js": RESOLVE_TRUTH_JS}
+    return run_browsergym(job, cache)
+
+
+def run_browsergym(job: dict, cache: Path) -> dict:
+    """Run _browsergym_recall_runner.py on `job` in the BrowserGym venv; its one JSON line."""
     sys.path.insert(0, str(Path(__file__).parent))
     from env_step import ensure_browsergym_venv
 
     python, env = ensure_browsergym_venv(cache)
-    job = {"pages": [{"name": f.name, "url": page_url(httpd, f), "paths": [list(u.path) for u in f.usable]}
-                     for f in fixtures],
-           "viewport": list(VIEWPORT), "repeats": repeats, "resolve_js": RESOLVE_TRUTH_JS}
     with tempfile.TemporaryDirectory(prefix="element-recall-") as folder:
         job_file = Path(folder) / "job.json"
         job_file.write_text(json.dumps(job))
@@ -299,36 +313,187 @@ def score_all(fixtures, webrl_pages, browsergym=None) -> dict:
     return {"pages": rows, "overall": overall}
 
 
-def oracle_coverage(seeds: Sequence[int], max_steps: int = 15) -> dict:
-    """{task: {"seeds": n, "listed": n where the oracle always found its elements, "solved": n}}"""
+# -- MiniWoB++: the oracles' targets, webrl and BrowserGym -------------------------------------
+
+MINIWOB_VIEWPORT = (640, 480)  # the "small" preset oracle_coverage runs webrl at
+SETTLE_S = 0.5                 # BrowserGym's own pre_observation_delay after each replayed action
+# CSS child path of a data-webrl-id mark from <html>, resolvable by RESOLVE_TRUTH_JS in another
+# browser: "html > body:nth-child(2) > div:nth-child(1) > button:nth-child(3)"
+TARGET_PATH_JS = """(id) => {
+  let el = document.querySelector(`[data-webrl-id="${id}"]`);
+  if (!el) return null;
+  const steps = [];
+  for (; el.parentElement; el = el.parentElement) {
+    const index = Array.prototype.indexOf.call(el.parentElement.children, el) + 1;
+    steps.unshift(`${el.tagName.toLowerCase()}:nth-child(${index})`);
+  }
+  return ['html'].concat(steps).join(' > ');
+}"""
+
+
+@dataclass(frozen=True)
+class OracleState:
+    """One state of a webrl oracle episode, observed before the oracle's action."""
+    goal: str
+    action: dict | None      # Action.to_dict(); None: the oracle did not find an element it needs
+    box: list | None         # [x, y, w, h] of the action's element in webrl's list; None for wait
+    path: str | None         # TARGET_PATH_JS of that element, to find it again in BrowserGym
+    scroll_by: list | None   # [dx, dy] CSS px a scroll action moves (webrl's execute rule)
+
+
+@dataclass(frozen=True)
+class OracleEpisode:
+    task: str
+    seed: int
+    url: str                 # the page on this process's MiniWoB server
+    solved: bool             # reward 1
+    states: tuple[OracleState, ...]
+
+
+def scroll_pixels(action, viewport: Sequence[int]) -> list[float]:
+    from webrl.envs.execute import DEFAULT_SCROLL_AMOUNT
+
+    amount = DEFAULT_SCROLL_AMOUNT if action.amount is None else float(action.amount)
+    vertical = action.direction in ("up", "down")
+    pixels = round(amount * (viewport[1] if vertical else viewport[0]))
+    sign = -1 if action.direction in ("up", "left") else 1
+    return [0, sign * pixels] if vertical else [sign * pixels, 0]
+
+
+def oracle_episodes(seeds: Sequence[int], names: Sequence[str] = (), max_steps: int = 15) -> list[OracleEpisode]:
+    """Run the scripted oracles (all, or `names`) on webrl's list; record each state's goal,
+    action and target."""
     from webrl.envs import WebEnv
     from webrl.envs.miniwob import MiniWoBTask
     from webrl.envs.miniwob_oracles import ORACLES
     from webrl.envs.observation import oracle_view
 
+    unknown = sorted(set(names) - set(ORACLES))
+    if unknown:
+        raise ValueError(f"--miniwob-tasks: no scripted oracle for {unknown}; known: {sorted(ORACLES)}")
     env = WebEnv(config={"browser": {"viewport": "small"}})
-    coverage = {}
+    episodes = []
     try:
-        for name in sorted(ORACLES):
-            listed = solved = 0
+        for name in sorted(names or ORACLES):
             for seed in seeds:
                 task = MiniWoBTask(name, seed=seed)
                 obs, info = env.reset(options={"task": task})
-                found, reward = True, 0.0
+                states, reward = [], 0.0
                 for _ in range(max_steps):
                     action = task.oracle_action(oracle_view(obs, info))
+                    target = None if action is None or action.element is None else info["elements"][action.element]
+                    states.append(OracleState(
+                        obs["goal"], None if action is None else action.to_dict(),
+                        None if target is None else list(target["bbox"]),
+                        None if target is None else env.page.evaluate(TARGET_PATH_JS, target["id"]),
+                        scroll_pixels(action, MINIWOB_VIEWPORT) if action and action.kind == "scroll" else None))
                     if action is None:
-                        found = False
                         break
                     obs, reward, terminated, truncated, info = env.step(action)
                     if terminated or truncated:
                         break
-                listed += found
-                solved += reward == 1.0
-            coverage[name] = {"seeds": len(seeds), "listed": listed, "solved": solved}
+                episodes.append(OracleEpisode(name, seed, task.spec.start_url, reward == 1.0, tuple(states)))
     finally:
         env.close()
+    return episodes
+
+
+def oracle_coverage(episodes: Sequence[OracleEpisode]) -> dict:
+    """{task: {"seeds": n, "listed": n where the oracle always found its elements, "solved": n}}"""
+    coverage: dict[str, dict[str, int]] = {}
+    for episode in episodes:
+        row = coverage.setdefault(episode.task, {"seeds": 0, "listed": 0, "solved": 0})
+        row["seeds"] += 1
+        row["listed"] += all(s.action is not None for s in episode.states)
+        row["solved"] += episode.solved
     return coverage
+
+
+def replay_browsergym(episodes: Sequence[OracleEpisode], cache: Path) -> dict:
+    """BrowserGym's marks at each state of webrl's episodes (see _browsergym_recall_runner.py)."""
+    from dataclasses import asdict
+
+    from webrl.envs.execute import _SCROLL_JS, DEFAULT_WAIT_S
+    from webrl.envs.miniwob import _START_JS, _STATE_JS
+
+    job = {"pages": [], "miniwob": [asdict(e) for e in episodes], "viewport": list(MINIWOB_VIEWPORT),
+           "repeats": 1, "resolve_js": RESOLVE_TRUTH_JS, "start_js": _START_JS, "state_js": _STATE_JS,
+           "scroll_js": _SCROLL_JS, "settle_s": SETTLE_S, "wait_s": DEFAULT_WAIT_S, "max_time_ms": 300_000}
+    return run_browsergym(job, cache)
+
+
+def faithful(state: OracleState, replayed: dict) -> str:
+    """"" when BrowserGym's page showed what webrl's did: the same goal, and the target found
+    again by its path with a box matching webrl's by the fixtures' rule; else why not."""
+    if replayed["goal"] != state.goal:
+        return f"goal {replayed['goal']!r} != webrl's {state.goal!r}"
+    if replayed["box"] is None:
+        return f"target {state.path} not found: {replayed['box_error']}"
+    if not matches(replayed["box"], state.box):
+        return f"target box {[round(v, 1) for v in replayed['box']]} does not match webrl's {state.box}"
+    return ""
+
+
+def judge_replayed(state: OracleState, seen: dict) -> dict:
+    """One replayed state: BrowserGym's box of the target, whether a mark of each flag matches it,
+    why the state is not faithful ("" when it is) and the largest box deviation from webrl's."""
+    box = seen["box"]
+    return {"browsergym_box": box, "unfaithful": faithful(state, seen),
+            "deviation_px": max(abs(a - b) for a, b in zip(box, state.box)) if box else None,
+            **{flag: bool(box) and any(matches(mark, box) for mark in seen[flag])
+               for flag in ("set_of_marks", "clickable")}}
+
+
+def miniwob_recall(episodes: Sequence[OracleEpisode], browsergym: dict | None = None) -> dict:
+    """{"tasks": {task: {tool: {"states", "covered"}}}, "overall": {tool: {states, covered,
+    coverage, tasks_covered, tasks}}, "unfaithful": [...], "replay_errors": [...], "episodes":
+    [per-state details]}.
+
+    A state is one the oracle acted in on an element (wait states are replayed, not counted).
+    webrl: covered when the oracle found its element in webrl's list; a state where it found none
+    counts as not covered. BrowserGym: covered when a mark of the flag matches the target's box
+    (the fixtures' rule) in BrowserGym's page; states where the replay does not show what webrl
+    saw are left out of BrowserGym's counts and listed under "unfaithful"."""
+    tools = ("webrl",) + (("browsergym_som", "browsergym_clickable") if browsergym else ())
+    tasks: dict[str, dict[str, dict[str, int]]] = {}
+    unfaithful, errors, details = [], [], []
+    for index, episode in enumerate(episodes):
+        rows = tasks.setdefault(episode.task, {t: {"states": 0, "covered": 0} for t in tools})
+        replay = browsergym["miniwob"][index] if browsergym else {"states": [], "raw_reward": None}
+        details.append({"task": episode.task, "seed": episode.seed, "webrl_solved": episode.solved,
+                        "browsergym_raw_reward": replay["raw_reward"], "states": []})
+        for step, state in enumerate(episode.states):
+            details[-1]["states"].append({"action": state.action, "box": state.box})
+            if state.action is not None and state.box is None:
+                continue  # a wait
+            rows["webrl"]["states"] += 1
+            rows["webrl"]["covered"] += state.action is not None
+            if not browsergym or state.action is None:
+                continue
+            where = {"task": episode.task, "seed": episode.seed, "step": step}
+            if step >= len(replay["states"]):
+                unfaithful.append({**where, "why": "the replay stopped before this state"})
+                continue
+            seen = replay["states"][step]
+            judged = judge_replayed(state, seen)
+            details[-1]["states"][-1].update(judged)
+            if seen["action_error"]:
+                errors.append({**where, "error": seen["action_error"]})
+            if judged["unfaithful"]:
+                unfaithful.append({**where, "why": judged["unfaithful"]})
+                continue
+            for tool, flag in (("browsergym_som", "set_of_marks"), ("browsergym_clickable", "clickable")):
+                rows[tool]["states"] += 1
+                rows[tool]["covered"] += judged[flag]
+    overall = {}
+    for tool in tools:
+        states = sum(r[tool]["states"] for r in tasks.values())
+        covered = sum(r[tool]["covered"] for r in tasks.values())
+        counted = [r[tool] for r in tasks.values() if r[tool]["states"]]
+        overall[tool] = {"states": states, "covered": covered, "coverage": covered / states if states else 1.0,
+                         "tasks_covered": sum(r["covered"] == r["states"] for r in counted), "tasks": len(counted)}
+    return {"tasks": tasks, "overall": overall, "unfaithful": unfaithful, "replay_errors": errors,
+            "episodes": details}
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -344,19 +509,68 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def miniwob_table(recall: dict) -> str:
+    lines = [f"{'MiniWoB++ tool':<22}{'states covered':>16}{'coverage':>10}{'tasks fully covered':>21}"]
+    for tool, row in recall["overall"].items():
+        lines.append(f"{tool:<22}{row['covered']:>9}/{row['states']:<6}{row['coverage']:>10.1%}"
+                     f"{row['tasks_covered']:>14}/{row['tasks']:<6}")
+    for task, tools in sorted(recall["tasks"].items()):
+        short = {t: f"{r['covered']}/{r['states']}" for t, r in tools.items() if r["covered"] < r["states"]}
+        if short:
+            lines.append(f"  {task}: not covered in {short}")
+    lines += [f"  unfaithful: {u}" for u in recall["unfaithful"]]
+    return "\n".join(lines)
+
+
+def run_miniwob(seeds: Sequence[int], names: Sequence[str], cache: Path, skip_browsergym: bool) -> dict:
+    episodes = oracle_episodes(seeds, names)
+    coverage = oracle_coverage(episodes)
+    ok = sum(c["listed"] == c["seeds"] for c in coverage.values())
+    print(f"\nMiniWoB++ oracles, seeds {list(seeds)}: every needed element listed in {ok}/{len(coverage)} tasks; "
+          f"reward 1 in {sum(c['solved'] == c['seeds'] for c in coverage.values())}/{len(coverage)}")
+    browsergym = None if skip_browsergym else replay_browsergym(episodes, cache)
+    recall = miniwob_recall(episodes, browsergym)
+    print(miniwob_table(recall))
+    if browsergym:
+        replay_solved = sum(r["raw_reward"] == 1 for r in browsergym["miniwob"])
+        recall["browsergym_replay_solved"] = {"episodes": len(episodes), "reward_1": replay_solved}
+        print(f"BrowserGym replay reached raw reward 1 in {replay_solved}/{len(episodes)} episodes")
+    return {"seeds": list(seeds), "oracles": coverage, **recall}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", default="", help="comma-separated fixture names (default: all)")
+    parser.add_argument("--no-fixtures", action="store_true", help="skip the fixture pages (with --miniwob)")
     parser.add_argument("--repeats", type=int, default=3, help="timed observations per page and tool")
     parser.add_argument("--discovery", default="full", choices=("full", "selectors"))
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "webrl-bench")
     parser.add_argument("--skip-browsergym", action="store_true")
     parser.add_argument("--miniwob", action="store_true", help="also check the MiniWoB++ oracles' elements")
     parser.add_argument("--miniwob-seeds", default="11", help="comma-separated seeds")
+    parser.add_argument("--miniwob-tasks", default="", help="comma-separated oracle tasks (default: all)")
     parser.add_argument("--json", type=Path, help="write results here")
     args = parser.parse_args()
     if args.repeats < 1:
         raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
+    if args.no_fixtures and not args.miniwob:
+        raise SystemExit("--no-fixtures leaves nothing to run without --miniwob")
+    try:
+        seeds = [int(s) for s in args.miniwob_seeds.split(",")]
+    except ValueError:
+        raise SystemExit(f"--miniwob-seeds must be comma-separated integers, got {args.miniwob_seeds!r}")
+    results: dict[str, Any] = {}
+    if not args.no_fixtures:
+        results = run_fixtures(args)
+    if args.miniwob:
+        results["miniwob"] = run_miniwob(seeds, [n for n in args.miniwob_tasks.split(",") if n], args.cache,
+                                         args.skip_browsergym)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+
+
+def run_fixtures(args: argparse.Namespace) -> dict:
     fixtures = load_fixtures(FIXTURES, [n for n in args.pages.split(",") if n])
     httpd = serve(FIXTURES)
     try:
@@ -372,18 +586,7 @@ def main() -> None:
         row = tools["webrl"]
         if row["missed"] or row["over_listed"]:
             print(f"webrl {page}: missed {row['missed']}; over-listed {row['over_listed']}")
-    if args.miniwob:
-        coverage = oracle_coverage([int(s) for s in args.miniwob_seeds.split(",")])
-        results["miniwob"] = coverage
-        ok = sum(c["listed"] == c["seeds"] for c in coverage.values())
-        print(f"\nMiniWoB++ oracles: every needed element listed in {ok}/{len(coverage)} tasks; "
-              f"reward 1 in {sum(c['solved'] == c['seeds'] for c in coverage.values())}/{len(coverage)}")
-        for name, c in coverage.items():
-            if c["listed"] < c["seeds"] or c["solved"] < c["seeds"]:
-                print(f"  {name}: listed {c['listed']}/{c['seeds']}, solved {c['solved']}/{c['seeds']}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return results
 
 
 if __name__ == "__main__":

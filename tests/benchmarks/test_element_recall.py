@@ -142,3 +142,91 @@ def test_webrl_lists_exactly_the_truth_on_two_fixtures(bench):
     # react_root: 8 handler-prop elements, no container; drag_handles: 3 grips, track, thumb, gutter
     assert {name: (r["webrl"]["matched"], r["webrl"]["listed"]) for name, r in rows.items()} == \
         {"react_root": (8, 8), "drag_handles": (6, 6)}
+
+
+# -- MiniWoB++: oracle states, replay fidelity, coverage per tool --------------------------------
+
+def _state(bench, box, action="click", goal="Click OK.", path="html > body:nth-child(2)"):
+    kinds = {"click": {"kind": "click", "element": 0}, "wait": {"kind": "wait"}, None: None}
+    return bench.OracleState(goal, kinds[action], box, path if box else None, None)
+
+
+def _replayed(box, marks, clickable=(), goal="Click OK."):
+    return {"goal": goal, "box": box, "box_error": None if box else "matches 0 elements",
+            "set_of_marks": list(marks), "clickable": list(clickable), "action_error": ""}
+
+
+def test_scroll_pixels_follow_webrls_rule(bench):
+    from webrl.actions import Action
+
+    # amount is a viewport fraction: 10 x 480 px down; the default 0.5 x 640 px to the left
+    assert bench.scroll_pixels(Action.scroll("down", 10.0, element=0), (640, 480)) == [0, 4800]
+    assert bench.scroll_pixels(Action.scroll("left"), (640, 480)) == [-320, 0]
+
+
+def test_a_replayed_state_is_faithful_only_with_the_same_goal_and_a_matching_target_box(bench):
+    state = _state(bench, [10, 20, 30, 40])
+    # a classic scrollbar 15 px narrower: centre (17.5, 40) inside, IoU 15x40 / 30x40 = 0.5
+    assert bench.faithful(state, _replayed([10, 20, 15, 40], [])) == ""
+    # moved down 25 px by an animation: overlap 30x15 = 450, union 2400 - 450 = 1950, IoU 0.23
+    assert "does not match webrl's" in bench.faithful(state, _replayed([10, 45, 30, 40], []))
+    assert "goal 'Click Cancel.'" in bench.faithful(state, _replayed([10, 20, 30, 40], [], goal="Click Cancel."))
+    assert "not found: matches 0 elements" in bench.faithful(state, _replayed(None, []))
+    judged = bench.judge_replayed(state, _replayed([10, 20, 15, 40], [[10, 20, 15, 40]], [[0, 0, 99, 99]]))
+    assert judged == {"browsergym_box": [10, 20, 15, 40], "unfaithful": "", "deviation_px": 15,
+                      "set_of_marks": True, "clickable": False}
+
+
+def test_miniwob_recall_counts_states_per_tool_by_hand(bench):
+    ok, wrapper = [10, 10, 20, 20], [0, 0, 100, 100]
+    episodes = [
+        # task a: click (som mark matches, not flagged clickable), wait (not counted), click (only a wrapper)
+        bench.OracleEpisode("a", 11, "u", True, (_state(bench, ok), _state(bench, None, "wait"),
+                                                 _state(bench, [40, 40, 10, 10]))),
+        # task b: a click whose replay shows another goal (left out of BrowserGym's counts), then the
+        # oracle finds nothing (webrl: not covered; BrowserGym: nothing to look for)
+        bench.OracleEpisode("b", 11, "u", False, (_state(bench, ok), _state(bench, None, None))),
+    ]
+    browsergym = {"miniwob": [
+        {"states": [_replayed(ok, [ok]), _replayed(None, []), _replayed([40, 40, 10, 10], [wrapper], [[40, 40, 10, 10]])],
+         "raw_reward": 1},
+        {"states": [_replayed(ok, [ok], goal="Click Cancel.")], "raw_reward": -1},
+    ]}
+    recall = bench.miniwob_recall(episodes, browsergym)
+    assert recall["tasks"]["a"] == {"webrl": {"states": 2, "covered": 2}, "browsergym_som": {"states": 2, "covered": 1},
+                                    "browsergym_clickable": {"states": 2, "covered": 1}}
+    assert recall["tasks"]["b"]["webrl"] == {"states": 2, "covered": 1}
+    assert recall["tasks"]["b"]["browsergym_som"] == {"states": 0, "covered": 0}
+    # webrl 3 of 4 states, task a fully; BrowserGym 1 of 2 in a, task b has no counted state
+    assert recall["overall"]["webrl"] == {"states": 4, "covered": 3, "coverage": 0.75, "tasks_covered": 1, "tasks": 2}
+    assert recall["overall"]["browsergym_som"] == {"states": 2, "covered": 1, "coverage": 0.5,
+                                                   "tasks_covered": 0, "tasks": 1}
+    assert [(u["task"], u["step"]) for u in recall["unfaithful"]] == [("b", 0)]
+    third = recall["episodes"][0]["states"][2]  # the wrapper is no match; the clickable box is
+    assert (third["set_of_marks"], third["clickable"], third["unfaithful"]) == (False, True, "")
+    assert recall["episodes"][1]["browsergym_raw_reward"] == -1 and "goal" in recall["episodes"][1]["states"][0]["unfaithful"]
+    assert bench.oracle_coverage(episodes) == {"a": {"seeds": 1, "listed": 1, "solved": 1},
+                                               "b": {"seeds": 1, "listed": 0, "solved": 0}}
+    assert set(bench.miniwob_recall(episodes)["overall"]) == {"webrl"}  # no replay: webrl's row only
+
+
+def test_an_unknown_miniwob_task_is_refused_by_name(bench):
+    with pytest.raises(ValueError, match=r"--miniwob-tasks: no scripted oracle for \['click-nothing'\]"):
+        bench.oracle_episodes([11], ["click-button", "click-nothing"])
+
+
+@pytest.mark.browser
+def test_a_target_path_finds_the_same_element_again(bench, chromium):
+    context = chromium.new_context(viewport={"width": 640, "height": 480})
+    try:
+        page = context.new_page()
+        page.set_content("<div><p>x</p><ul><li>a</li><li><button data-webrl-id='3' style='margin:7px'>b</button>"
+                         "</li></ul></div><span>y</span>")
+        path = page.evaluate(bench.TARGET_PATH_JS, 3)
+        assert path == "html > body:nth-child(2) > div:nth-child(1) > ul:nth-child(2) > li:nth-child(2) > button:nth-child(1)"
+        box = page.evaluate("() => { const r = document.querySelector('button').getBoundingClientRect();"
+                            " return [r.left, r.top, r.width, r.height]; }")
+        assert page.evaluate(bench.RESOLVE_TRUTH_JS, [path]) == {"bbox": box}
+        assert page.evaluate(bench.TARGET_PATH_JS, 4) is None
+    finally:
+        context.close()

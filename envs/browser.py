@@ -1,9 +1,12 @@
-"""Browser session lifecycle: one Chromium per worker, one BrowserContext per episode.
+"""Browser session lifecycle: one Chromium per worker (launched, or joined at `connect_url`:
+a Playwright browser server or a DevTools endpoint elsewhere), isolated contexts for episodes.
 
-`BrowserSession` owns a sync-Playwright Chromium. Every episode opens a fresh `BrowserContext`
-(isolated cookies, storage, cache), so episodes cannot leak state into each other, and several
-env slots can share one browser (`EnvWorker`). If Chromium dies, `relaunch()` starts a new one
-and bumps `generation`, which tells every slot that its context belongs to a dead browser.
+`BrowserSession` owns a sync-Playwright Chromium. Each env slot gets its own `BrowserContext`
+(isolated cookies, storage, cache), kept across episodes and scrubbed in between
+(`reuse_context`, `webrl.envs.context_pool`) or opened fresh per episode, so episodes cannot
+leak state into each other, and several env slots can share one browser (`EnvWorker`). If
+Chromium dies (or a remote one becomes unreachable), `relaunch()` starts (or rejoins) one and
+bumps `generation`, which tells every slot that its context belongs to a dead browser.
 
 Every context gets the readiness probe (`webrl.envs.readiness`) as an init script; waiting on
 it after an action lives there too. It also gets the listener registry (envs/listeners.js) that
@@ -20,10 +23,12 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
 from playwright.sync_api import Browser, BrowserContext, Playwright, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
+from webrl.config import ConfigError
 from webrl.envs.observation import listeners_init_script
 from webrl.envs.readiness import READINESS_INIT_SCRIPT
 
@@ -70,16 +75,75 @@ class BrowserConfig:
     """After a click on a target=_blank link or a window.open call, wait this long for the tab."""
     navigation_grace_s: float = 1.0
     """After a page starts navigating away, wait at most this long for the next document."""
+    connect_url: str = ""
+    """A browser running elsewhere to drive instead of launching one: "" = launch Chromium here;
+    "ws://host:port/path" = a Playwright browser server (`playwright launch-server`, or
+    `webrl.envs.remote_browser`), joined with `chromium.connect`; "http://host:port" or
+    "ws://host:port/devtools/browser/<id>" = a Chromium DevTools endpoint
+    (`--remote-debugging-port`), joined with `connect_over_cdp`. The remote browser's own
+    flags are its owner's business, so `executable_path`, `extra_args` and `headless=False`
+    are refused with it (see `webrl.envs.remote_browser` for what that means for the network
+    policy)."""
+    connect_timeout_s: float = 30.0
+    """Give up joining `connect_url` after this long (an InfraError naming the URL)."""
+    reuse_context: bool = True
+    """Keep each env slot's context and first tab across episodes, scrubbed in between
+    (`webrl.envs.context_pool`: what is cleared, and when a fresh context is used instead);
+    False: a new context per episode."""
 
     def __post_init__(self) -> None:
         viewport_size(self.viewport)  # raises with the allowed values
         for name in ("launch_timeout_s", "load_timeout_s", "ready_timeout_s", "network_quiet_cap_s",
-                     "navigation_grace_s", "popup_wait_s", "responsive_probe_s"):
+                     "navigation_grace_s", "popup_wait_s", "responsive_probe_s", "connect_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"BrowserConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if self.dom_quiet_ms < 0:
             raise ValueError(f"BrowserConfig.dom_quiet_ms must be >= 0, got {self.dom_quiet_ms!r}")
         self.extra_args = tuple(self.extra_args)
+        remote_connect_kind(self.connect_url)  # raises with the allowed forms
+        check_remote_settings(self)
+        if not isinstance(self.reuse_context, bool):
+            raise ValueError(f"BrowserConfig.reuse_context must be True or False, got {self.reuse_context!r}")
+
+    @property
+    def remote(self) -> bool:
+        """True when this config drives a browser running elsewhere (`connect_url` set)."""
+        return bool(self.connect_url)
+
+
+def remote_connect_kind(url: str) -> str:
+    """"" (launch here), "playwright" (`chromium.connect`) or "cdp" (`connect_over_cdp`) for a
+    `BrowserConfig.connect_url`; raises ConfigError for anything else."""
+    if url == "":
+        return ""
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
+        raise ConfigError(f"BrowserConfig.connect_url must be '' (launch Chromium here), "
+                          "'ws://host:port/path' (a Playwright browser server) or 'http://host:port' / "
+                          f"'ws://host:port/devtools/browser/<id>' (a Chromium DevTools endpoint), got {url!r}")
+    if parts.scheme in ("http", "https") or parts.path.startswith("/devtools/browser/"):
+        return "cdp"
+    return "playwright"
+
+
+def check_remote_settings(config: "BrowserConfig") -> None:
+    """Refuse launch settings that cannot apply to a browser launched by someone else. Run at
+    construction and again at `BrowserSession.start`, because `WebEnvConfig` appends
+    `--host-resolver-rules` (from `safety.network.resolver_overrides`) after construction."""
+    if not config.connect_url:
+        return
+    refused = {"executable_path": config.executable_path != "", "extra_args": bool(config.extra_args),
+               "headless": config.headless is not True}
+    for name, bad in refused.items():
+        if not bad:
+            continue
+        hint = (" (safety.network.resolver_overrides adds --host-resolver-rules there: the remote browser "
+                "cannot take it, so leave resolver_overrides empty with a remote browser)"
+                if name == "extra_args" and any(a.startswith("--host-resolver-rules=") for a in config.extra_args)
+                else "")
+        raise ConfigError(f"BrowserConfig.{name}={getattr(config, name)!r} cannot apply to the remote browser at "
+                          f"connect_url={config.connect_url!r}{hint}: set it where that browser is launched, "
+                          f"or leave connect_url '' to launch Chromium here")
 
 
 def viewport_size(viewport: str) -> tuple[int, int]:
@@ -167,7 +231,8 @@ def _release_playwright() -> None:
 
 
 class BrowserSession:
-    """One Chromium for one worker process; `new_context()` per episode.
+    """One Chromium for one browser group of a worker; `new_context()` per slot (reused across
+    episodes) or per episode.
 
     Not thread-safe (sync Playwright): use it from one thread, as Ray sync actors do
     (max_concurrency=1). Sessions of one thread share one Playwright driver (sync Playwright
@@ -181,12 +246,22 @@ class BrowserSession:
         self._playwright: Optional[Playwright] = None
         self._browser: Optional[Browser] = None
         self._marker = ""
+        self.last_connect_error = ""
+        """Why the last reconnect to a remote browser in `relaunch()` failed ("" if it did not)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
+        """Launch Chromium here, or join the remote browser at `config.connect_url` (an
+        InfraError naming the URL when nothing answers there within `connect_timeout_s`)."""
+        check_remote_settings(self.config)  # before the driver starts: a config error costs nothing
         if self._playwright is None:
             self._playwright = _acquire_playwright()
-        if self._browser is None:
+        if self._browser is not None:
+            return
+        if self.config.remote:
+            self._browser = self._connect()
+            self.last_connect_error = ""
+        else:
             executable = resolve_executable(self.config.executable_path, self._playwright)
             # a switch Chromium ignores, so that browser_pid() finds this session's process among
             # the others of this process (sessions of a thread share one Playwright driver)
@@ -196,7 +271,20 @@ class BrowserSession:
                 args=[*CHROMIUM_FLAGS, *self.config.extra_args, self._marker],
                 ignore_default_args=["--disable-popup-blocking"],
                 timeout=self.config.launch_timeout_s * 1000)
-            self.generation += 1
+        self.generation += 1
+
+    def _connect(self) -> Browser:
+        url, timeout_s = self.config.connect_url, self.config.connect_timeout_s
+        assert self._playwright is not None
+        chromium = self._playwright.chromium
+        try:
+            if remote_connect_kind(url) == "cdp":
+                return chromium.connect_over_cdp(url, timeout=timeout_s * 1000)
+            return chromium.connect(url, timeout=timeout_s * 1000)
+        except PlaywrightError as error:
+            first_line = (str(error).strip().splitlines() or [""])[0][:300]
+            raise InfraError(f"could not reach the remote browser at BrowserConfig.connect_url={url!r} "
+                             f"within connect_timeout_s={timeout_s:g}: {first_line}") from error
 
     @property
     def browser(self) -> Browser:
@@ -206,36 +294,52 @@ class BrowserSession:
         return self._browser
 
     def is_alive(self) -> bool:
-        return self._browser is not None and self._browser.is_connected()
+        """The browser is running (local) or the connection to it is open (remote)."""
+        return self._browser is not None and self._browser.is_connected() and not _connection_closed(self._browser)
 
     def relaunch(self) -> None:
-        """Throw away the current Chromium (dead or not) and start a new one."""
-        if self._browser is not None:
-            try:
-                self._browser.close()
-            except Exception:  # already dead: nothing to close
-                pass
-            self._browser = None
-        self.start()
+        """Throw away the current Chromium (dead or not) and start a new one; for a remote
+        browser, drop the connection and join `connect_url` again.
+
+        A remote browser that cannot be reached yet is not raised here: callers relaunch while
+        ending an episode whose browser went away, and that episode ends with infra_error either
+        way. The session stays disconnected (`is_alive()` is False) and the next `start()` /
+        `ensure_alive()` tries again and raises InfraError naming the URL.
+        """
+        self._drop_browser()
+        if not self.config.remote:
+            self.start()
+            return
+        try:
+            self.start()
+        except InfraError as error:
+            self.last_connect_error = str(error)
 
     def ensure_alive(self) -> None:
         if not self.is_alive():
-            self.relaunch()
+            self._drop_browser()
+            self.start()
 
     def close(self) -> None:
-        if self._browser is not None:
-            try:
-                self._browser.close()
-            except Exception:
-                pass
-            self._browser = None
+        """Close the local Chromium, or only this session's connection to a remote one (its
+        contexts are closed; the remote browser keeps running for its other clients)."""
+        self._drop_browser()
         if self._playwright is not None:
             self._playwright = None
             _release_playwright()
 
+    def _drop_browser(self) -> None:
+        if self._browser is not None:
+            try:
+                self._browser.close()
+            except Exception:  # already dead or unreachable: nothing to close
+                pass
+            self._browser = None
+
     def browser_pid(self) -> Optional[int]:
-        """PID of the Chromium browser process this session launched (None if not running)."""
-        if not self.is_alive():
+        """PID of the Chromium browser process this session launched (None if not running, and
+        always None for a remote browser: it is no process of this machine's to watch)."""
+        if self.config.remote or not self.is_alive():
             return None
         return next(iter(_browser_pids(os.getpid(), self._marker)), None)
 
@@ -259,6 +363,20 @@ class BrowserSession:
         context.add_init_script(READINESS_INIT_SCRIPT)
         context.add_init_script(listeners_init_script())
         return context
+
+
+def _connection_closed(browser: Browser) -> bool:
+    """Whether a `chromium.connect()` browser's WebSocket has closed.
+
+    Playwright (1.65, `_impl/connect.py`) marks such a browser disconnected one event-loop turn
+    after its connection closes, and the sync API turns its loop only inside calls that await:
+    right after a step failed because the server died, `is_connected()` can still say True, and
+    stays so while later calls fail fast on closed pages. The connection's own closed flag
+    (`Connection._closed_error`, private) is set at once. Missing attributes read as "open", so a
+    Playwright without them falls back to `is_connected()`.
+    """
+    connection = getattr(getattr(browser, "_impl_obj", None), "_connection", None)
+    return getattr(connection, "_closed_error", None) is not None
 
 
 def _browser_pids(root_pid: int, marker: str = "") -> set[int]:

@@ -15,6 +15,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from webrl.envs.browser import BrowserConfig, EpisodeEvents
 from webrl.envs.execute import PageUnresponsive
+from webrl.envs.observation import ObservationConfig, wait_ready_and_collect
 from webrl.envs.readiness import is_responsive, wait_until_ready
 from webrl.envs.recording import EpisodeRecording
 from webrl.envs.safety import Deadline, DomainAllowlist, close_page_quietly, guard_tab_urls
@@ -64,6 +65,8 @@ class Episode:
         it stale). elements / screenshot_size: of the last observation (actions address them).
     alias: the task's stable origin for a local server's real one (None: real URLs shown).
     recording: the HAR it records to or replays from (None: recording off).
+    pooled: its context is the env slot's reusable one (`webrl.envs.context_pool`), kept after
+        the episode instead of closed.
     """
 
     task: Task
@@ -80,16 +83,21 @@ class Episode:
     done: bool = False
     alias: Optional[OriginAlias] = None
     recording: Optional[EpisodeRecording] = None
+    pooled: bool = False
+    prefetched: Optional[tuple] = None
+    """(page, url, collected): the element list the last readiness wait collected with it."""
 
 
 def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before: tuple[Any, str],
-           description: str = "") -> list[str]:
+           description: str = "", observation: Optional[ObservationConfig] = None) -> list[str]:
     """Follow new tabs, drop closed ones, close flooded ones, wait for readiness; the notes.
 
     before: (active page, its URL) before the action, to report a navigation the action's
-    `description` does not already mention.
+    `description` does not already mention. observation: also collect the active tab's elements
+    in the readiness wait's round trip (`episode.prefetched`).
     """
     events, tabs = episode.events, episode.tabs
+    episode.prefetched = None
     for page in events.flooded_pages:
         if page is tabs.page:
             raise PageUnresponsive("the page opened dialogs in a loop")
@@ -98,7 +106,7 @@ def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before:
     notes, new_pages = events.drain()
     notes += tabs.prune()
     opened = _follow_new_tabs(episode, new_pages, notes)
-    ready = _wait_ready(episode, browser, deadline)
+    ready = _wait_ready(episode, browser, deadline, observation)
     if ready is not None and ready.get("blockedPopups"):
         notes.append(f"Blocked {ready['blockedPopups']} popup(s) opened without a user action")
     if ready is not None and ready.get("popup") and not opened:
@@ -109,7 +117,7 @@ def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before:
         more_notes, more_pages = events.drain()
         notes += more_notes
         if _follow_new_tabs(episode, more_pages, notes):
-            _wait_ready(episode, browser, deadline)
+            _wait_ready(episode, browser, deadline, observation)
     guard_tab_urls(tabs.pages, episode.allowlist, notes.append)
     if tabs.page is before[0] and tabs.page.url != before[1] and tabs.page.url not in description:
         notes.append(f"Page navigated to {tabs.page.url}")
@@ -130,11 +138,17 @@ def _follow_new_tabs(episode: Episode, pages: list, notes: list[str]) -> bool:
     return opened
 
 
-def _wait_ready(episode: Episode, browser: BrowserConfig, deadline: Deadline) -> Optional[dict]:
+def _wait_ready(episode: Episode, browser: BrowserConfig, deadline: Deadline,
+                observation: Optional[ObservationConfig] = None) -> Optional[dict]:
     page = episode.tabs.page
     # the first observation of an episode waits for the page load like a navigation does
     cap = browser.ready_timeout_s if episode.steps else max(browser.ready_timeout_s, browser.load_timeout_s)
-    ready = wait_until_ready(page, browser, deadline.timeout_s(cap), token=episode.steps)
+    if observation is None:
+        ready = wait_until_ready(page, browser, deadline.timeout_s(cap), token=episode.steps)
+    else:
+        ready, collected = wait_ready_and_collect(page, browser, observation, deadline.timeout_s(cap),
+                                                  token=episode.steps)
+        episode.prefetched = (page, page.url, collected) if collected is not None else None
     if ready is None and not is_responsive(page, min(browser.responsive_probe_s, max(deadline.remaining(), 0.1))):
         raise PageUnresponsive("the page stopped responding (a script may be looping)")
     return ready

@@ -22,6 +22,10 @@ without saying so (listeners, handlers delegated to a React root, `cursor: point
 open shadow roots). On pages where "selectors" missed nothing, both give the same list (the
 sandbox sites are tested for it).
 
+After an action the readiness wait and the collection run as one in-page call
+(`wait_ready_and_collect`, one round trip instead of two); the env uses that list when the
+observed tab and its URL are still those the call saw, and collects again otherwise.
+
 Text fields use `AnyText`, a Gymnasium `Text` space that accepts any Unicode string up to its
 maximum length, because page titles and URLs are not limited to an alphabet.
 """
@@ -31,11 +35,14 @@ import io
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 from gymnasium import spaces
 from PIL import Image, ImageDraw, ImageFont
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from webrl.envs.readiness import READINESS_PROBE
 
 TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_error", "tabs", "skills", "tools")
 MAX_TEXT_CHARS = 1 << 20
@@ -121,6 +128,40 @@ def collect_elements(page: Any, config: ObservationConfig, timeout_s: float) -> 
         return handle.json_value()
     finally:
         handle.dispose()
+
+
+@lru_cache(maxsize=1)
+def ready_and_collect_script() -> str:
+    """The readiness probe and som.js in one in-page function: false until the page is ready,
+    then {ready, collected}; `collected` is null when a tab may be coming (the tabs change)."""
+    return (f"(arg) => {{ const ready = ({READINESS_PROBE})(arg.ready); if (!ready) return false;\n"
+            f"  return {{ready, collected: ready.popup ? null : ({som_script()})(arg.som)}}; }}")
+
+
+def wait_ready_and_collect(page: Any, browser: Any, config: ObservationConfig, timeout_s: float,
+                           token: int) -> tuple[Optional[dict], Optional[dict[str, Any]]]:
+    """`readiness.wait_until_ready` and `collect_elements` in one round trip: (ready, collected).
+
+    (None, None) when the page was not ready within `timeout_s` (the caller observes it as it
+    is); collected is None when the probe saw a popup hint. Same som.js and arguments as
+    `collect_elements`, so the element list is the one a separate collection returns.
+    """
+    arg = {"ready": {"token": token, "quietMs": browser.dom_quiet_ms,
+                     "networkCapMs": browser.network_quiet_cap_s * 1000,
+                     "navigationGraceMs": browser.navigation_grace_s * 1000},
+           "som": {"maxElements": config.max_elements, "maxNameChars": config.max_name_chars,
+                   "discovery": config.discovery}}
+    try:
+        handle = page.wait_for_function(ready_and_collect_script(), arg=arg, polling=10,
+                                        timeout=max(1.0, timeout_s * 1000))
+    except PlaywrightTimeout:
+        return None, None
+    try:
+        value = handle.json_value()
+    finally:
+        handle.dispose()
+    ready = value["ready"] if isinstance(value["ready"], dict) else {"popup": False, "blockedPopups": 0}
+    return ready, value["collected"]
 
 
 def _quote(text: str) -> str:

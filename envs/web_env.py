@@ -13,6 +13,10 @@ Departures from the OpenWebRL recipe and why:
   (WebXSkill's grounded mode; `webrl.envs.skill_run` says where it interprets the paper).
 - With `config.tools`, `tool(name, args)` calls a tool the site exposes (a site API, a search URL,
   a macro) as one env step (The Tool Illusion; `webrl.envs.tools`).
+- Episodes of one env reuse its BrowserContext and first tab, scrubbed in between
+  (`webrl.envs.context_pool` lists what is cleared); `browser.reuse_context = False` opens a new
+  context per episode. Recorded/replayed episodes, and the episode after an infra error, always
+  get a new one.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from webrl.actions import Action, ActionError, ParseError, parse_compact
 from webrl.envs.browser import BrowserSession, EpisodeEvents, InfraError, viewport_size
 from webrl.envs.config import WebEnvConfig, as_config
+from webrl.envs.context_pool import ReusableContext, reuse_enabled
 from webrl.envs.episode import Episode, Tabs, count_repeats, settle
 from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, execute_action
 from webrl.envs.observation import (AnyText, blank_observation, build_observation, collect_elements,
@@ -133,6 +138,7 @@ class WebEnv(gymnasium.Env):
         self.observation_space = observation_space(height, width)
         self.action_space = AnyText(max_length=MAX_ACTION_CHARS)
         self.recorder = Recorder(self.config.recording)
+        self._contexts = ReusableContext(self.session)  # this slot's context across episodes
         self._episode: Optional[Episode] = None
         self._last_obs: Optional[dict[str, Any]] = None
         self.last_timings: dict[str, float] = {}  # seconds; outside `info` to keep it deterministic
@@ -147,7 +153,7 @@ class WebEnv(gymnasium.Env):
                 obs, info = self._start_episode(task)
                 break
             except (PlaywrightError, InfraError, PageUnresponsive, StepTimeLimit) as error:
-                self._close_episode()
+                self._close_episode(clean=False)  # the retry gets a fresh context
                 if attempt == 1:
                     raise InfraError(f"reset failed twice: {type(error).__name__}: {error}") from error
                 if not self.session.is_alive():  # a shared browser is relaunched only when dead
@@ -192,6 +198,7 @@ class WebEnv(gymnasium.Env):
 
     def close(self) -> None:
         self._close_episode()
+        self._contexts.close()
         if self._owns_session:
             self.session.close()
         super().close()
@@ -228,21 +235,30 @@ class WebEnv(gymnasium.Env):
         self.tools = {t.name: t for t in tools}
         self.session.ensure_alive()
         recording = self.recorder.start(task.spec.id)
-        context = self.session.new_context(self.viewport, recording.record_har_path if recording else "")
-        events = EpisodeEvents()
+        kept_page, pooled = None, recording is None and reuse_enabled(self.config.browser)
+        if pooled:  # the slot's context, scrubbed (webrl.envs.context_pool)
+            context, kept_page, events, allowlist = self._contexts.acquire(
+                self.viewport, self.config.safety, task.spec.allowed_domains)
+        else:
+            context = self.session.new_context(self.viewport, recording.record_har_path if recording else "")
+            events = EpisodeEvents()
+            install_guards(context, allowlist, events, self.config.safety)
         episode = Episode(task=task, context=context, tabs=Tabs(context), events=events,
                           allowlist=allowlist, generation=self.session.generation,
-                          max_steps=self.config.max_steps or task.spec.max_steps, recording=recording)
+                          max_steps=self.config.max_steps or task.spec.max_steps, recording=recording,
+                          pooled=pooled)
         self._episode = episode
-        install_guards(context, allowlist, events, self.config.safety)
         deadline = Deadline(self.config.safety.step_timeout_s + self.config.browser.load_timeout_s)
         with BrowserWatchdog(context, deadline.seconds + self.config.safety.watchdog_grace_s):
-            return self._open_entry(episode, task, deadline)
+            return self._open_entry(episode, task, deadline, kept_page)
 
-    def _open_entry(self, episode: Episode, task: Task, deadline: Deadline):
-        """Open the task's entry page in the episode's first tab and observe it (reset)."""
+    def _open_entry(self, episode: Episode, task: Task, deadline: Deadline, kept_page: Any = None):
+        """Open the task's entry page in the episode's first tab (`kept_page`: a reused context's
+        scrubbed tab) and observe it (reset)."""
         context, allowlist, recording = episode.context, episode.allowlist, episode.recording
-        page = context.new_page()
+        page = kept_page or context.new_page()
+        if episode.pooled and kept_page is None:
+            self._contexts.adopt_first_page(page)
         episode.tabs.add(page)
         episode.events.new_pages.clear()  # the first tab is not news
         entry = task.entry_url()
@@ -254,7 +270,8 @@ class WebEnv(gymnasium.Env):
                              episode.events, entry)
         page.goto(entry, wait_until="domcontentloaded", timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
         task.setup(page)
-        notes = settle(episode, self.config.browser, deadline, before=(page, page.url))
+        notes = settle(episode, self.config.browser, deadline, before=(page, page.url),
+                       observation=self.config.observation)
         feedback = "; ".join([f"Opened {task.spec.start_url}"] + count_repeats(notes))
         return self._observe(episode, deadline, feedback=feedback, error="")
 
@@ -303,7 +320,7 @@ class WebEnv(gymnasium.Env):
                 description = execute_action(_resolve_alias(episode, action), self._action_context(episode, deadline))
             except ActionFailed as failure:
                 error = str(failure)
-        notes = settle(episode, self.config.browser, deadline, before, description)
+        notes = settle(episode, self.config.browser, deadline, before, description, self.config.observation)
         return "; ".join([description] * bool(description) + count_repeats(notes)), error
 
     def _network_refusal(self, allowlist: DomainAllowlist, url: str) -> Optional[str]:
@@ -325,7 +342,11 @@ class WebEnv(gymnasium.Env):
     def _observe(self, episode: Episode, deadline: Deadline, feedback: str, error: str):
         page = episode.tabs.page
         try:
-            collected = collect_elements(page, self.config.observation, deadline.timeout_s())
+            prefetched, episode.prefetched = episode.prefetched, None
+            if prefetched is not None and prefetched[0] is page and prefetched[1] == page.url:
+                collected = prefetched[2]  # collected in the readiness wait (one round trip less)
+            else:
+                collected = collect_elements(page, self.config.observation, deadline.timeout_s())
             png = page.screenshot(type="png", scale="css", timeout=deadline.timeout_ms())
         except PlaywrightTimeout as timeout:
             raise PageUnresponsive("the page did not answer while being observed") from timeout
@@ -350,7 +371,7 @@ class WebEnv(gymnasium.Env):
     def _end_with_infra_error(self, episode: Episode, parsed: Any, error: Exception, started: float,
                               watchdog: BrowserWatchdog):
         reason = self._classify(episode, error, watchdog)
-        self._close_episode()
+        self._close_episode(clean=False)  # a context that failed is not reused
         width, height = self.viewport
         obs = blank_observation(height, width, episode.task.spec.goal, episode.steps,
                                 feedback="The episode ended because of an infrastructure error",
@@ -384,7 +405,9 @@ class WebEnv(gymnasium.Env):
             return f"page_unresponsive: {message}"
         return f"browser_error: {type(error).__name__}: {message}"
 
-    def _close_episode(self) -> None:
+    def _close_episode(self, clean: bool = True) -> None:
+        """End the running episode: its task's teardown, then its context is closed, or kept
+        for the next episode when it came from the slot's pool and `clean` (no infra error)."""
         episode, self._episode = self._episode, None
         if episode is None:
             return
@@ -393,7 +416,10 @@ class WebEnv(gymnasium.Env):
             with BrowserWatchdog(episode.context, self.config.safety.watchdog_grace_s):
                 episode.task.teardown(episode.tabs.page if episode.tabs.pages else None)
         except Exception:  # teardown must not keep a dead context alive
-            pass
+            clean = False
+        if episode.pooled:
+            self._contexts.release(clean)
+            return
         try:
             episode.context.close()
         except Exception:  # browser already gone

@@ -1,6 +1,7 @@
 """`EnvWorker`: N environment slots on one or more Chromiums, and its thin Ray actor shell.
 
-Each slot is a `WebEnv` with its own BrowserContext per episode (isolated cookies and storage).
+Each slot is a `WebEnv` with its own BrowserContext (isolated cookies and storage; kept across
+episodes and scrubbed in between, `webrl.envs.context_pool`).
 Observations leave the worker with the screenshot as PNG bytes (`obs["screenshot"]`), never as
 a pickled array: a 1280x1000 RGB array is 3.8 MB, its PNG tens of kB.
 

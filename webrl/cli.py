@@ -80,13 +80,22 @@ COMMANDS: dict[str, Command] = {
     "judge-agreement": Command("run a judge over trajectories with known outcomes; print agreement and confusion",
                                "webrl.reward.main:JudgeAgreementConfig", "webrl.reward.main:judge_agreement_main",
                                positional="trajectories"),
+    "browser-server": Command("run a Playwright browser server (Chromium with webrl's flags) that env workers join "
+                              "with env.env.browser.connect_url",
+                              "webrl.envs.remote_browser:BrowserServerConfig", "webrl.envs.remote_browser:main"),
 }
 
 # Subcommands with their own argparse interface (their flags are not config keys).
 ARGPARSE_COMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("print a run's placement and per-GPU memory plan (weights, gradients, optimizer, activations, KV "
+             "cache) against a described cluster; exit 1 when it does not fit (--config PRESET plan.gpus_per_node=8 ...)",
+             "webrl.plan:plan_main"),
     "heads-train": ("train decision heads on logged steps with the generator frozen (--generator, --data)",
                     "webrl.policy.cascade.train:heads_train_main"),
 }
+
+EXIT_CODE_COMMANDS = {"plan"}
+"""Of ARGPARSE_COMMANDS, those whose entry returns the process's exit code."""
 
 
 @dataclass
@@ -262,8 +271,10 @@ def _dashed_overrides(extra: list[str], positional: Optional[str] = None) -> lis
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ARGPARSE_COMMANDS:
-        entry = _resolve(ARGPARSE_COMMANDS[argv[0]][1])  # parses argv itself; its return value is not an exit code
-        return _reporting_errors(argv[0], lambda: entry(argv[1:]) and None)
+        entry = _resolve(ARGPARSE_COMMANDS[argv[0]][1])  # parses argv itself
+        if argv[0] in EXIT_CODE_COMMANDS:
+            return _reporting_errors(argv[0], lambda: entry(argv[1:]))
+        return _reporting_errors(argv[0], lambda: entry(argv[1:]) and None)  # its return value is not an exit code
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command:

@@ -252,3 +252,42 @@ def test_webrl_serve_launched_restarted_and_equal_to_in_process(tmp_path, tiny_q
         engine.close()
         server.stop()
     assert gone(first) and gone(server.status()["pid"])
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_run_actors_launch_the_servers_route_requests_to_them_and_stop_them(ray_cluster, tiny_qwen25vl_path,
+                                                                             tmp_path):
+    """rollout.server.launch=webrl through RunActors: the run starts `webrl serve` in a server
+    actor, its inference worker answers through it, and close() leaves no server listening."""
+    import ray
+
+    from webrl.actors import RunActors
+    from webrl.config import load_config
+    from webrl.policy.generator import GeneratorConfig, SamplingConfig
+    from webrl.policy.prompt import PromptConfig
+    from webrl.train_config import WebRLConfig
+
+    config = load_config(WebRLConfig, "smoke", [f"run.run_dir={tmp_path}", "rollout.engine=server",
+                                                "rollout.server.launch=webrl", "rollout.server.max_concurrency=4",
+                                                "rollout.server.startup_timeout_s=600"])
+    actors = RunActors(config, tmp_path)
+    generator = GeneratorConfig(prompt=PromptConfig(think=False), sampling=SamplingConfig(greedy=True, max_new_tokens=4))
+    try:
+        (worker,) = actors.start_inference(tiny_qwen25vl_path, generator, index=0)
+        actors.wait_started()
+        (url,) = actors._server_urls
+        assert httpx.get(url + "/health", timeout=10).status_code == 200
+        (decision, version), = ray.get(worker.act_batch.remote([text_request()]))
+        assert decision.response_ids and version == 0
+    finally:
+        actors.close()
+    assert actors._server_actors == [] and wait_for(lambda: not _answers(url), within_s=30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url + "/health", timeout=2)
+        return True
+    except httpx.HTTPError:
+        return False

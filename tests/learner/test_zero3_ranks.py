@@ -77,3 +77,37 @@ def test_zero3_ranks_with_filler_or_text_only_passes_train_like_one_rank(tiny_qw
     assert state.keys() == ref_state.keys()
     for name in state:
         torch.testing.assert_close(state[name], ref_state[name], atol=ATOL, rtol=0, msg=name)
+
+
+@pytest.mark.timeout(480)
+def test_a_kl_reference_partitioned_over_two_zero3_ranks_gives_the_one_rank_update(tiny_qwen25vl_path):
+    """KL in the loss (reference="copy"): under ZeRO-3 the frozen reference is a DeepSpeed engine
+    partitioned over the ranks like the policy (not a full copy per rank). Its log-probs, the KL
+    term and the trained weights after 2 updates equal one ZeRO-1 rank's, whose reference is a plain
+    module; the KL is non-zero after the first step, so the reference really enters the loss."""
+    from webrl.algos import GRPOConfig
+    from webrl.algos.losses import PolicyLossConfig
+
+    _, processor = load_model(tiny_qwen25vl_path)
+    samples = make_samples(processor, 3, images=False, seed=4)
+    run = learner_run(tiny_qwen25vl_path)
+    grpo = GRPOConfig(loss=PolicyLossConfig(kl_coef=0.5, kl_mode="loss", kl_estimator="k3"))
+    results = []
+    for ranks, stage in ((2, 3), (1, 1)):
+        overrides = {"zero_optimization": {"stage3_param_persistence_threshold": 0}} if stage == 3 else {}
+        group = LearnerGroup(learner_config(zero_stage=stage, reference="copy", grpo=grpo,
+                                            deepspeed_overrides=overrides), run, ranks, use_ray=False)
+        try:
+            reference = group.compute_logprobs(samples, reference=True).logprobs
+            batch = with_rollout_logprobs(samples, group.compute_logprobs(samples).logprobs)
+            metrics = [group.update(batch) for _ in range(2)]
+            results.append((reference, metrics, group.full_state_dict()))
+        finally:
+            group.shutdown()
+    (ref3, zero3, state3), (ref1, zero1, state1) = results
+    for got, want in zip(ref3, ref1):
+        torch.testing.assert_close(torch.as_tensor(got), torch.as_tensor(want), atol=1e-5, rtol=0)
+    assert [m["kl"] for m in zero3] == pytest.approx([m["kl"] for m in zero1], abs=1e-6)
+    assert zero1[1]["kl"] > 1e-6
+    for name in state1:
+        torch.testing.assert_close(state3[name], state1[name], atol=ATOL, rtol=0, msg=name)

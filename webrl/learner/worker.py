@@ -112,16 +112,28 @@ class LearnerWorker:
     def module(self) -> PolicyModule:
         return self.engine.module
 
-    def _build_reference(self) -> Optional[PolicyModule]:
+    def _build_reference(self) -> Any:
+        """The frozen reference (None without one). Under ZeRO-3 it is partitioned like the
+        policy, a DeepSpeed engine without an optimizer (each rank holds 1/N of its weights and
+        gathers a module's shards for its forward), not a full copy on every rank; it then runs
+        the vision tower on every pass too, so the ranks gather the same modules in order."""
         if self.config.reference == "none":
             return None
         from webrl.models import load_model
 
         path = self.run.model_path if self.config.reference == "copy" else self.config.reference_path
         model, _ = load_model(path, dtype=self.dtype, device=str(self.device))
-        reference = PolicyModule(model).eval()
+        zero3 = self.config.zero_stage == 3
+        reference = PolicyModule(model, always_run_vision=zero3).eval()
         reference.requires_grad_(False)
-        return reference
+        if not zero3:
+            return reference
+        import deepspeed
+
+        engine, _, _, _ = deepspeed.initialize(model=reference, config=deepspeed_config(self.config, self.dtype))
+        deepspeed.zero.register_external_parameter(engine.module, reference.model.lm_head.weight)
+        engine.eval()
+        return engine
 
     def _tensors(self, samples: Sequence[LearnerSample]):
         batch, extras = collate(samples, self.pad_id, self.processor, self.run.pixel_bounds)

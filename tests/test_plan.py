@@ -220,3 +220,11 @@ def test_memory_plan_benchmark_recomputes_predictions_from_measurements(tmp_path
     # step = total - weights - the fp32 partition DeepSpeed builds at start-up (4P)
     assert row["predicted"]["step_mib"] == pytest.approx((lm.total - lm.weights - 4 * shapes.parameters) / 2 ** 20)
     assert "| tiny | False | 100 |" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_the_reference_model_is_partitioned_only_at_zero3():
+    shapes = load_shapes(FIXTURE)
+    full = 2 * (TEXT_4B + VISION_4B)  # a bf16 copy of all 4,437,815,808 parameters
+    for stage, expected in ((0, full), (1, full), (2, full), (3, full / 4)):
+        lm = learner_memory(shapes, ranks=4, stage=stage, dtype_bytes=2, tokens=16, response_tokens=4, reference=True)
+        assert lm.reference == expected, stage

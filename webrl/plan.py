@@ -23,8 +23,8 @@ gradients into one fp32 tensor (stage_1_and_2.py `step`: `flatten(averaged_gradi
 AdamW's update makes a partition-sized temporary (its denominator), 8*Pt/N; at stage 0, 4*Pt.
 (These were added after the first CPU measurement fell 26% short at the 81M-parameter model;
 benchmarks/results/memory_plan_2026-12-01 gives the ratios with and without them.) The
-reference model (learner.reference != none) is a full copy in the training dtype on every rank
-(`LearnerWorker._build_reference` loads it unpartitioned at every stage).
+reference model (learner.reference != none) is a copy in the training dtype: whole on every rank
+at stages 0-2, partitioned over the ranks at stage 3 (`LearnerWorker._build_reference`).
 
 Activations (the interpretation this module makes; measured against CPU peaks in
 benchmarks/memory_plan.py). Bytes per token per decoder layer, counting the tensors autograd keeps
@@ -248,7 +248,8 @@ def learner_memory(shapes: ModelShapes, *, ranks: int, stage: int, dtype_bytes: 
     else:
         logprobs = d * h * response_tokens + LOGPROB_WORK_BYTES
     step_buffers = 4 * trainable * (1 if stage == 0 else 2 / ranks)
-    return LearnerMemory(weights, gradients, optimizer, d * shapes.parameters if reference else 0.0,
+    reference_bytes = d * shapes.parameters / (ranks if stage == 3 else 1) if reference else 0.0
+    return LearnerMemory(weights, gradients, optimizer, reference_bytes,
                          full, kept, logprobs, checkpointing, step_buffers)
 
 

@@ -2,7 +2,6 @@
 smoke ...` against a `ray start --head` this test starts (and alone stops) on 127.0.0.1."""
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -11,46 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import free_port, stop_started
 
 ROOT = Path(__file__).resolve().parents[1]
 # what --working-dir must not upload: the venv, run folders, build outputs, git objects
 EXCLUDES = [".venv", "runs", "build", ".git", "*.egg-info", "__pycache__", ".pytest_cache"]
-
-
-def _descendants_by_temp_dir(temp_dir: str) -> list[int]:
-    """Pids of the processes of *our* head: their command lines name its temp dir."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if temp_dir in cmdline:
-                pids.append(int(entry.name))
-    return pids
-
-
-def _stop_head(head: subprocess.Popen, temp_dir: str) -> None:
-    """Stop only the head this test started: its process group, then anything left naming its temp dir."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(head.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            head.wait(timeout=30)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    time.sleep(2)
-    for pid in _descendants_by_temp_dir(temp_dir):
-        if pid != os.getpid():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.mark.slow
@@ -111,5 +75,5 @@ def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
         run_dirs = list(out_dir.glob("smoke-*"))
         assert len(run_dirs) == 1 and (run_dirs[0] / "checkpoints" / "step-00000001" / "hf" / "config.json").exists()
     finally:
-        _stop_head(head, temp_dir)
+        stop_started(head, temp_dir)
         head_log.close()

@@ -129,11 +129,12 @@ def test_4b_preset_on_8x80gb_learner_fits_rollout_at_max_prompt_does_not(preset_
     assert plan.refusal is None  # 4 learner + 4 rollout GPUs, no evaluation worker (eval_tasks 0)
     lm = plan.learner
     assert lm.checkpointing and lm.reference == 0  # the preset: checkpointing on, kl_coef 0
-    assert lm.weights == 2 * P_4B and lm.optimizer == 3 * P_4B  # ZeRO 1 over 4 ranks, bf16
+    # ZeRO 3 over 4 ranks, bf16: weights and gradients 2P / 4 each, fp32 master + m + v 12P / 4
+    assert lm.weights == lm.gradients == 0.5 * P_4B and lm.optimizer == 3 * P_4B
     # step temporaries: fp32 flat gradient partition + AdamW's denominator, 2 * 4P / 4 = 2P
     assert lm.step_buffers == 2 * P_4B
-    # 2P + 2P + 3P + 2P = 9P = 37.20 GiB of model states, + 8.13 GiB checkpointed activations + 0.15 log-probs
-    assert round(lm.total / GIB, 1) == 45.5
+    # 0.5P + 0.5P + 3P + 2P = 6P = 24.80 GiB of model states, + 8.13 GiB checkpointed activations + 0.15 log-probs
+    assert round(lm.total / GIB, 1) == 33.1
     assert lm.total < plan.gpu_bytes < lm.activations  # fits only because of checkpointing
     # rollout at the bound: batch 16 x (32768 + 1024) tokens of KV = 147456 * 540672 bytes = 74.25 GiB
     assert plan.rollout.kv_cache == 147456 * 16 * (32768 + 1024)
@@ -148,7 +149,10 @@ def test_4b_preset_fits_at_realistic_prompts_and_warns_without_checkpointing():
                                        "learner.gradient_checkpointing=false"])
     plan = plan_memory(config, config.plan)
     assert not plan.fits and "learner.gradient_checkpointing=true" in plan.warnings[0]
-    assert "learner.zero_stage=3" in plan.warnings[0]
+    assert "more resources.learner_ranks" in plan.warnings[0]  # already at ZeRO 3
+    config = load_plan_config(PRESET, [f"plan.model={FIXTURE}", "plan.prompt_tokens=4096", "learner.zero_stage=1",
+                                       "learner.gradient_checkpointing=false"])
+    assert "learner.zero_stage=3" in plan_memory(config, config.plan).warnings[0]
 
 
 def test_placement_refusal_and_cluster_file(tmp_path):
@@ -160,13 +164,13 @@ def test_placement_refusal_and_cluster_file(tmp_path):
     config = load_plan_config(PRESET, [f"plan.model={FIXTURE}", f"plan.cluster={cluster}", "plan.prompt_tokens=4096"])
     plan = plan_memory(config, config.plan)
     assert plan.refusal is None and plan.gpu_bytes == 22 * GIB  # 24 GiB less the 2 GiB reserve
-    assert any("learner GPU" in w for w in plan.warnings)  # ~37 GiB per learner rank
+    assert any("learner GPU" in w for w in plan.warnings)  # ~33 GiB per learner rank
 
 
 def test_plan_main_prints_and_returns_the_verdict(capsys):
     assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.prompt_tokens=4096"]) == 0
     out = capsys.readouterr().out
-    assert "learner rank" in out and "KV cache" in out and "\nFITS: learner GPU 45.5 of 78.0 GiB" in out
+    assert "learner rank" in out and "KV cache" in out and "\nFITS: learner GPU 33.1 of 78.0 GiB" in out
     assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}"]) == 1
     assert "WARNING: a rollout inference GPU" in capsys.readouterr().out
 

@@ -178,3 +178,12 @@ def test_launched_inference_servers_are_asked_for_and_refused_when_the_cluster_l
     assert "rollout.server.num_servers" in str(raised.value)
     # servers the user started (urls) are not the run's to place; sft and eval start none
     assert all(kind != "inference server" for kind, *_ in request_rows(config, "sft"))
+
+
+def test_a_driver_joining_a_loopback_cluster_registers_on_loopback():
+    from webrl.actors import _loopback_node
+
+    assert _loopback_node("127.0.0.1:6379") == {"_node_ip_address": "127.0.0.1"}
+    assert _loopback_node("[::1]:6379") == {"_node_ip_address": "::1"}
+    for address in ("10.0.0.5:6379", "head-node:6379", "auto", "ray://127.0.0.1:10001", ""):
+        assert _loopback_node(address) == {}, address  # Ray's own choice elsewhere

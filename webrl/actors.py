@@ -28,6 +28,7 @@ freely on a local Ray instance (its temp dir inside the run folder) or on the cl
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import os
 import shutil
@@ -101,7 +102,7 @@ class RunActors:
         if address:  # a cluster (e.g. inside `ray job submit`): its own temp dir and CPUs
             taken = _job_env_vars()  # Ray refuses a driver env var the job's runtime env also sets
             ray.init(address=address, runtime_env={"env_vars": {k: v for k, v in env_vars.items() if k not in taken}},
-                     log_to_driver=False)
+                     log_to_driver=False, **_loopback_node(address))
         else:
             needed = sum(b.get("CPU", 0.0) for b in self.layout.bundles[1:])
             num_cpus = cfg.num_cpus or max(int(needed + 0.999), os.cpu_count() or 1)
@@ -350,6 +351,17 @@ def _ray_temp_dir(run_dir: Path) -> str:
         candidate.mkdir(parents=True, exist_ok=True)
         return str(candidate)
     return tempfile.mkdtemp(prefix="webrl-ray-")
+
+
+def _loopback_node(address: str) -> dict[str, str]:
+    """ray.init's driver-address option for a cluster on a loopback address ("127.0.0.1:6379"):
+    the driver then registers as 127.0.0.1 too, instead of this machine's interface address
+    (which Ray picks by default), so a cluster started on loopback stays there."""
+    host = address.rsplit(":", 1)[0].strip("[]") if ":" in address and "://" not in address else ""
+    try:
+        return {"_node_ip_address": host} if host and ipaddress.ip_address(host).is_loopback else {}
+    except ValueError:  # a host name or "auto"
+        return {}
 
 
 def _job_env_vars() -> dict[str, str]:

@@ -134,7 +134,8 @@ class Trainer:
                    "log_bytes": stats.log_bytes, "prompt_tokens": stats.prompt_tokens,
                    "cached_prompt_tokens": stats.cached_tokens,
                    "time_collect_s": t_collect, "time_update_s": time.monotonic() - t1,
-                   "staleness": staleness(trajectories, version), "stale": stats.stale}
+                   "staleness": staleness(trajectories, version), "stale": stats.stale,
+                   **{f"weight_sync/{k}": v for k, v in getattr(self.actors, "last_sync", {}).items()}}
         if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
             evaluated = self.evaluate(f"iteration {self.iteration}")
             metrics.update({f"eval_{k}": v for k, v in evaluated.items() if isinstance(v, float)})

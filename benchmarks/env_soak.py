@@ -120,9 +120,27 @@ def rss_mb(procs: list[psutil.Process]) -> float:
     return total / 2**20
 
 
-def memory_sample(episode: int, seen: dict[int, float]) -> dict[str, float]:
-    """RSS (MiB) of Chromium processes and of the worker (this process + Playwright driver)."""
-    procs = descendants()
+def chromium_pids() -> set[int]:
+    """Chromium processes among our descendants now: the ones alive before the run (another
+    browser of the calling process, such as a test suite's) and the processes they start later
+    are left out of every count (`ours`)."""
+    return {p.pid for p in descendants() if is_chromium(p)}
+
+
+def ours(procs: list, before: frozenset) -> list:
+    """`procs` that are neither in `before` nor started by a process in it."""
+    def foreign(proc) -> bool:
+        try:
+            return proc.pid in before or any(parent.pid in before for parent in proc.parents())
+        except psutil.Error:
+            return False
+    return [p for p in procs if not foreign(p)]
+
+
+def memory_sample(episode: int, seen: dict[int, float], before: frozenset = frozenset()) -> dict[str, float]:
+    """RSS (MiB) of Chromium processes and of the worker (this process + Playwright driver);
+    `before`: Chromium pids that were not the run's (`chromium_pids()` at its start)."""
+    procs = ours(descendants(), before)
     chromium = [p for p in procs if is_chromium(p)]
     for proc in chromium:
         try:
@@ -135,10 +153,11 @@ def memory_sample(episode: int, seen: dict[int, float]) -> dict[str, float]:
             "worker_rss_mb": round(rss_mb([psutil.Process()]) + rss_mb(driver), 1)}
 
 
-def orphans(seen: dict[int, float]) -> dict[str, int]:
-    """Chromium processes alive after close: among our descendants, and among all PIDs seen."""
+def orphans(seen: dict[int, float], before: frozenset = frozenset()) -> dict[str, int]:
+    """Chromium processes alive after close: among our descendants, and among all PIDs seen
+    (those in `before` were alive before the run and are not its)."""
     time.sleep(1.0)  # Chromium's children exit a moment after the browser process
-    ours = [p for p in descendants() if is_chromium(p) and p.status() != psutil.STATUS_ZOMBIE]
+    left = [p for p in ours(descendants(), before) if is_chromium(p) and p.status() != psutil.STATUS_ZOMBIE]
     alive = 0
     for pid, created in seen.items():
         try:
@@ -147,7 +166,7 @@ def orphans(seen: dict[int, float]) -> dict[str, int]:
                 alive += 1
         except psutil.Error:
             pass
-    return {"chromium_descendants_after_close": len(ours), "seen_chromium_pids_alive_after_close": alive,
+    return {"chromium_descendants_after_close": len(left), "seen_chromium_pids_alive_after_close": alive,
             "chromium_pids_seen": len(seen)}
 
 
@@ -292,13 +311,12 @@ def monitor(tally: Tally, stop: threading.Event, stuck_after_s: float) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     server, base_url = start_site()
     threads = min(args.threads, args.slots)
-    if "threads" not in EnvWorkerConfig.__dataclass_fields__:
-        threads = 1
     tally, seen, memory, probes = Tally(), {}, [], []
+    before = frozenset(chromium_pids())
     t0 = time.monotonic()
     worker = EnvWorker(worker_config(args, args.slots, threads))
     worker_start_s = time.monotonic() - t0
-    memory.append({**memory_sample(0, seen), "when": "after worker start"})
+    memory.append({**memory_sample(0, seen, before), "when": "after worker start"})
     soak = Soak(worker, base_url, args, tally)
     probe_lock = threading.Lock()
 
@@ -317,7 +335,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "error" in ep and len(tally.errors) < 20:
                 tally.errors.append(ep["error"])
         if n in RSS_AT or n % args.sample_every == 0:
-            memory.append(memory_sample(n, seen))
+            memory.append(memory_sample(n, seen, before))
             if not args.quiet:
                 print(f"soak: {n} episodes, {tally.outcomes}, {memory[-1]}", flush=True)
         if args.probe_every and n % args.probe_every == 0 and probe_lock.acquire(blocking=False):
@@ -340,12 +358,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             d.join()
     soak_s = time.monotonic() - t_soak
     stop.set()
-    final = memory_sample(tally.finished, seen)
+    final = memory_sample(tally.finished, seen, before)
     if memory[-1]["episode"] != tally.finished:
         memory.append(final)
     relaunches = sum(max(0, s.generation - 1) for s in getattr(worker, "sessions", [worker.session]))
     worker.close()
-    left = orphans(seen)
+    left = orphans(seen, before)
     server.shutdown()
     reset_all = [v for values in tally.reset_s.values() for v in values]
     return {

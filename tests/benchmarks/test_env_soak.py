@@ -28,10 +28,18 @@ def test_bad_pages_argument_names_the_allowed_ones(capsys):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_three_episodes_end_and_leave_no_browser(tmp_path):
+    from webrl.envs import BrowserSession
+
     # seed 2 over pages ok+crash draws crash, crash, ok (random.Random(2).choices, weights 0.6 / 0.1)
     args = bench.parse_args(["--episodes", "3", "--slots", "1", "--threads", "1", "--pages", "ok,crash",
                              "--seed", "2", "--probe-every", "0", "--quiet"])
-    out = bench.run(args)
+    other = BrowserSession()  # a browser of this process that is not the soak's (a suite's fixture)
+    other.start()
+    try:
+        out = bench.run(args)
+        assert other.is_alive()
+    finally:
+        other.close()
     assert out["episodes_finished"] == 3 and out["lost"] == 0 and out["stuck_slots"] == []
     # the renderer died twice: infra_error, never an exception; the next episode is a normal one
     assert out["outcomes_by_page"] == {"crash": {"infra_error": 2}, "ok": {"done": 1}}

@@ -505,21 +505,6 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
         except RequestError as e:
             return error(e.status, e.message, e.param, e.code)
 
-    @app.post("/update_weights_from_disk")
-    async def update_weights_from_disk(request: Request):
-        if not authorised(request):
-            return error(401, denied)
-        if not weights_open:
-            return error(403, f"weight updates are refused on {config.host} without a key: set the "
-                              f"{config.api_key_env} variable (or bind 127.0.0.1)")
-        try:
-            path, version = parse_update_request(await read_body(request, config.max_request_bytes))
-            if not os.path.isdir(path):
-                raise RequestError(400, f"model_path {path!r} is not a folder on this server", "model_path")
-            return await run_in_threadpool(backend.update_weights_from_disk, path, version)
-        except RequestError as e:
-            return error(e.status, e.message, e.param, e.code)
-
     def weight_route(path: str, parse, handle):
         @app.post(path)
         async def route(request: Request):
@@ -533,6 +518,13 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
             except RequestError as e:
                 return error(e.status, e.message, e.param, e.code)
 
+    def parse_disk_update(body: bytes) -> tuple[str, Any]:
+        path, version = parse_update_request(body)
+        if not os.path.isdir(path):
+            raise RequestError(400, f"model_path {path!r} is not a folder on this server", "model_path")
+        return path, version
+
+    weight_route("/update_weights_from_disk", parse_disk_update, lambda req: backend.update_weights_from_disk(*req))
     weight_route("/init_weights_update_group", parse_init_group_request, backend.init_weights_update_group)
     weight_route("/update_weights_from_distributed", parse_distributed_request,
                  backend.update_weights_from_distributed)

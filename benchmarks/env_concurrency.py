@@ -154,6 +154,8 @@ def main() -> int:
                         help="instead of steps/s: child-process memory with all episodes open (memory.json)")
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json")
     args = parser.parse_args()
+    if args.memory and args.ray:
+        parser.error("--memory measures a local worker's processes; it cannot be combined with --ray")
     server = slow_server(args.delay_ms / 1000)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     run = run_local

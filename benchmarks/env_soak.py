@@ -23,8 +23,8 @@ What it reports (JSON, and a summary on stdout):
   - orphans: Chromium processes still alive after `worker.close()` among our descendants and
     among every Chromium PID seen during the run (a reparented orphan loses the parent chain).
 
-Slots: `--slots` env slots over `--threads` browser groups (EnvWorkerConfig.threads, where the
-worker has it; one driver thread per group, each interleaving its slots' calls).
+Slots: `--slots` env slots over `--threads` browser groups (EnvWorkerConfig.threads;
+one driver thread per group, each interleaving its slots' calls).
 
     python benchmarks/env_soak.py --episodes 1000 --slots 4 --threads 4 \
         --out benchmarks/results/env_soak_2026-12-01/soak.json
@@ -286,8 +286,7 @@ def worker_config(args: argparse.Namespace, slots: int, threads: int) -> EnvWork
     env = {"browser": {"viewport": "small", "load_timeout_s": args.load_timeout_s,
                        "extra_args": [f"--js-flags=--max-old-space-size={HEAP_CAP_MB}"]},
            "safety": {"step_timeout_s": args.step_timeout_s, "watchdog_grace_s": 2.0, "max_tabs": 3}}
-    extra = {"threads": threads} if "threads" in EnvWorkerConfig.__dataclass_fields__ else {}
-    return EnvWorkerConfig(num_slots=slots, env=env, **extra)
+    return EnvWorkerConfig(num_slots=slots, env=env, threads=threads)
 
 
 def probe_browser_start(args: argparse.Namespace) -> float:
@@ -361,7 +360,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     final = memory_sample(tally.finished, seen, before)
     if memory[-1]["episode"] != tally.finished:
         memory.append(final)
-    relaunches = sum(max(0, s.generation - 1) for s in getattr(worker, "sessions", [worker.session]))
+    relaunches = sum(max(0, s.generation - 1) for s in worker.sessions)
     worker.close()
     left = orphans(seen, before)
     server.shutdown()

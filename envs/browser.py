@@ -130,10 +130,15 @@ def check_remote_settings(config: "BrowserConfig") -> None:
     """Refuse launch settings that cannot apply to a browser launched by someone else. Run at
     construction and again at `BrowserSession.start`, because `WebEnvConfig` appends
     `--host-resolver-rules` (from `safety.network.resolver_overrides`) after construction."""
+    defaults = BrowserConfig.__dataclass_fields__
     if not config.connect_url:
+        if config.connect_timeout_s != defaults["connect_timeout_s"].default:
+            raise ConfigError(f"BrowserConfig.connect_timeout_s={config.connect_timeout_s!r} is only read with "
+                              f"connect_url set (a remote browser); a launched Chromium uses launch_timeout_s")
         return
     refused = {"executable_path": config.executable_path != "", "extra_args": bool(config.extra_args),
-               "headless": config.headless is not True}
+               "headless": config.headless is not True,
+               "launch_timeout_s": config.launch_timeout_s != defaults["launch_timeout_s"].default}
     for name, bad in refused.items():
         if not bad:
             continue
@@ -141,6 +146,7 @@ def check_remote_settings(config: "BrowserConfig") -> None:
                 "cannot take it, so leave resolver_overrides empty with a remote browser)"
                 if name == "extra_args" and any(a.startswith("--host-resolver-rules=") for a in config.extra_args)
                 else "")
+        hint = hint or (" (joining it is bounded by connect_timeout_s)" if name == "launch_timeout_s" else "")
         raise ConfigError(f"BrowserConfig.{name}={getattr(config, name)!r} cannot apply to the remote browser at "
                           f"connect_url={config.connect_url!r}{hint}: set it where that browser is launched, "
                           f"or leave connect_url '' to launch Chromium here")

@@ -102,7 +102,8 @@ class ReusableContext:
         self._begin(allowed_domains)
         self.context = self.session.new_context(viewport)
         self._key, self.page, self._cdp, self._origins = key, None, None, set()
-        self.context.on("request", self._note_origin)
+        # origins to scrub: every frame's documents, from navigation events (not a callback per request)
+        self.context.on("page", lambda page: page.on("framenavigated", self._note_origin))
         install_guards(self.context, self.allowlist, self.events, safety)
         self._used = False
         self._watch(self.context)
@@ -152,11 +153,10 @@ class ReusableContext:
         vars(self.events).update(vars(EpisodeEvents()))  # same object: the installed handlers hold it
         self.allowlist.entries = DomainAllowlist(allowed_domains).entries
 
-    def _note_origin(self, request: Any) -> None:
-        if request.is_navigation_request():
-            origin = _origin(request.url)
-            if origin:
-                self._origins.add(origin)
+    def _note_origin(self, frame: Any) -> None:
+        origin = _origin(frame.url)
+        if origin:
+            self._origins.add(origin)
 
     def _scrub(self) -> bool:
         """Make the kept context look fresh; False if that failed (the caller replaces it)."""

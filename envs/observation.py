@@ -42,7 +42,7 @@ from gymnasium import spaces
 from PIL import Image, ImageDraw, ImageFont
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from webrl.envs.readiness import READINESS_PROBE
+from webrl.envs.readiness import READINESS_PROBE, readiness_arg, readiness_result
 
 TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_error", "tabs", "skills", "tools")
 MAX_TEXT_CHARS = 1 << 20
@@ -120,14 +120,17 @@ def collect_elements(page: Any, config: ObservationConfig, timeout_s: float) -> 
 
     Raises playwright's TimeoutError if the page does not answer within `timeout_s`.
     """
-    handle = page.wait_for_function(
-        som_script(), arg={"maxElements": config.max_elements, "maxNameChars": config.max_name_chars,
-                           "discovery": config.discovery},
-        timeout=max(1.0, timeout_s * 1000))
+    handle = page.wait_for_function(som_script(), arg=som_arg(config), timeout=max(1.0, timeout_s * 1000))
     try:
         return handle.json_value()
     finally:
         handle.dispose()
+
+
+def som_arg(config: ObservationConfig) -> dict[str, Any]:
+    """som.js's argument: the element cap, the name length cap and the discovery mode."""
+    return {"maxElements": config.max_elements, "maxNameChars": config.max_name_chars,
+            "discovery": config.discovery}
 
 
 @lru_cache(maxsize=1)
@@ -146,11 +149,7 @@ def wait_ready_and_collect(page: Any, browser: Any, config: ObservationConfig, t
     is); collected is None when the probe saw a popup hint. Same som.js and arguments as
     `collect_elements`, so the element list is the one a separate collection returns.
     """
-    arg = {"ready": {"token": token, "quietMs": browser.dom_quiet_ms,
-                     "networkCapMs": browser.network_quiet_cap_s * 1000,
-                     "navigationGraceMs": browser.navigation_grace_s * 1000},
-           "som": {"maxElements": config.max_elements, "maxNameChars": config.max_name_chars,
-                   "discovery": config.discovery}}
+    arg = {"ready": readiness_arg(browser, token), "som": som_arg(config)}
     try:
         handle = page.wait_for_function(ready_and_collect_script(), arg=arg, polling=10,
                                         timeout=max(1.0, timeout_s * 1000))
@@ -160,8 +159,7 @@ def wait_ready_and_collect(page: Any, browser: Any, config: ObservationConfig, t
         value = handle.json_value()
     finally:
         handle.dispose()
-    ready = value["ready"] if isinstance(value["ready"], dict) else {"popup": False, "blockedPopups": 0}
-    return ready, value["collected"]
+    return readiness_result(value["ready"]), value["collected"]
 
 
 def _quote(text: str) -> str:

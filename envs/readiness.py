@@ -107,11 +107,8 @@ def wait_until_ready(page: Page, config: BrowserConfig, timeout_s: float, token:
     `timeout_s` ran out first (the caller observes the page as it is). Raises Playwright
     errors (closed / crashed page) to the caller.
     """
-    arg = {"token": token, "quietMs": config.dom_quiet_ms,
-           "networkCapMs": config.network_quiet_cap_s * 1000,
-           "navigationGraceMs": config.navigation_grace_s * 1000}
     try:
-        handle = page.wait_for_function(READINESS_PROBE, arg=arg, polling=10,
+        handle = page.wait_for_function(READINESS_PROBE, arg=readiness_arg(config, token), polling=10,
                                         timeout=max(1.0, timeout_s * 1000))
     except PlaywrightTimeout:
         return None
@@ -119,6 +116,17 @@ def wait_until_ready(page: Page, config: BrowserConfig, timeout_s: float, token:
         value = handle.json_value()
     finally:
         handle.dispose()
+    return readiness_result(value)
+
+
+def readiness_arg(config: BrowserConfig, token: int) -> dict[str, Any]:
+    """The probe's argument: the action's token and the config's quiet / cap / grace times (ms)."""
+    return {"token": token, "quietMs": config.dom_quiet_ms, "networkCapMs": config.network_quiet_cap_s * 1000,
+            "navigationGraceMs": config.navigation_grace_s * 1000}
+
+
+def readiness_result(value: Any) -> dict:
+    """The probe's truthy answer as {"popup", "blockedPopups"} (a bare `true`: neither)."""
     return value if isinstance(value, dict) else {"popup": False, "blockedPopups": 0}
 
 

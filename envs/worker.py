@@ -183,11 +183,18 @@ class EnvWorker:
         return all(g.run(g.session.is_alive) for g in self.groups if g.session is not None)
 
     def close(self) -> None:
+        """Close every group's envs and browser; a group that fails to close does not keep the
+        others open (the first error is raised once all are done)."""
+        first: Optional[BaseException] = None
         for group in self.groups:
             try:
                 group.run(self._close_group, group)
+            except Exception as e:  # a dying driver: still shut the other groups down
+                first = first or e
             finally:
                 group.shutdown()
+        if first is not None:
+            raise first
 
     def _close_group(self, group: _BrowserGroup) -> None:
         for slot in range(group.index, len(self.envs), len(self.groups)):
@@ -239,7 +246,8 @@ class EnvWorker:
 
 def actor_concurrency(config: EnvWorkerConfig) -> int:
     """Ray max_concurrency of the worker's shell: 1 for one inline browser, else a call per slot
-    plus one (so ping/close are not stuck behind waiting steps)."""
+    plus one (a call for one group's slot never waits on another group's; ping and close still
+    queue on each group's thread behind its step in flight)."""
     return 1 if config.threads == 1 else config.num_slots + 1
 
 

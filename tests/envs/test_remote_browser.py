@@ -44,12 +44,18 @@ def test_bad_connect_url_names_the_key_and_the_forms(url):
 
 
 @pytest.mark.parametrize("setting", [{"executable_path": "/usr/bin/chromium"},
-                                     {"extra_args": ("--lang=de",)}, {"headless": False}])
+                                     {"extra_args": ("--lang=de",)}, {"headless": False},
+                                     {"launch_timeout_s": 60.0}])
 def test_launch_settings_are_refused_with_a_remote_browser(setting):
     name = next(iter(setting))
     with pytest.raises(ConfigError, match=rf"BrowserConfig.{name}=.*cannot apply to the remote browser"):
         BrowserConfig(connect_url="ws://127.0.0.1:3000/webrl", **setting)
     BrowserConfig(**setting)  # fine when the browser is launched here
+
+
+def test_connect_timeout_is_refused_without_a_remote_browser():
+    with pytest.raises(ConfigError, match=r"BrowserConfig.connect_timeout_s=5.0 is only read with connect_url set"):
+        BrowserConfig(connect_timeout_s=5.0)
 
 
 def test_connect_timeout_must_be_positive():

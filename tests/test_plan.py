@@ -232,3 +232,28 @@ def test_the_reference_model_is_partitioned_only_at_zero3():
     for stage, expected in ((0, full), (1, full), (2, full), (3, full / 4)):
         lm = learner_memory(shapes, ranks=4, stage=stage, dtype_bytes=2, tokens=16, response_tokens=4, reference=True)
         assert lm.reference == expected, stage
+
+
+def test_server_rollouts_are_planned_on_the_launched_servers_gpus():
+    # the preset's rollout on 4 launched SGLang servers of 1 GPU each: checked against one GPU's memory,
+    # so the worst-case prompt bound still does not fit (as with in-process inference GPUs)
+    server = [f"plan.model={FIXTURE}", "rollout.engine=server", "rollout.server.launch=sglang",
+              "rollout.server.num_servers=4", "rollout.server.gpus_per_server=1", "rollout.server.max_restarts=0",
+              "resources.gpus_per_inference_worker=0", "resources.num_inference_workers=1"]
+    plan = plan_memory(*_config_and_settings(server))
+    assert plan.rollout_gpus == 1.0 and not plan.fits and "rollout inference GPU" in plan.warnings[0]
+    # servers the user started: not planned, and said so
+    urls = [f"plan.model={FIXTURE}", "rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:1]",
+            "resources.gpus_per_inference_worker=0", "resources.num_inference_workers=1", "plan.prompt_tokens=4096"]
+    plan = plan_memory(*_config_and_settings(urls))
+    assert plan.rollout_gpus == 0 and plan.fits and "not planned here" in plan.notes[0]
+
+
+def test_a_cluster_file_excludes_the_node_keys(tmp_path):
+    with pytest.raises(ConfigError, match=r"plan.nodes, plan.gpus_per_node describe the cluster only without plan.cluster"):
+        PlanSettings(cluster=str(tmp_path / "c.yaml"), nodes=4, gpus_per_node=2)
+
+
+def _config_and_settings(overrides):
+    config = load_plan_config(PRESET, overrides)
+    return config, config.plan

@@ -166,7 +166,7 @@ def test_launched_inference_servers_are_asked_for_and_refused_when_the_cluster_l
     # inference GPUs: 4 learner GPUs + 4 server GPUs = 8 fits one 8-GPU node; 5 servers (9 GPUs) do not.
     server = ["rollout.engine=server", "rollout.server.launch=sglang", "rollout.server.gpus_per_server=1",
               "resources.gpus_per_inference_worker=0", "resources.num_inference_workers=1",
-              "inference.max_batch_size=16"]
+              "inference.max_batch_size=16", "rollout.server.max_restarts=0"]
     config = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + server + ["rollout.server.num_servers=4"])
     rows = request_rows(config, "train")
     assert ("inference server", 4, config.rollout.server.cpus_per_server, 1.0) in rows
@@ -176,8 +176,11 @@ def test_launched_inference_servers_are_asked_for_and_refused_when_the_cluster_l
     with pytest.raises(ResourceError, match="9 GPUs in all and the cluster has 8") as raised:
         check_resources(request_rows(too_many), EIGHT_GPU_NODE)
     assert "rollout.server.num_servers" in str(raised.value)
-    # servers the user started (urls) are not the run's to place; sft and eval start none
+    # an evaluation of the policy launches them too; sft starts none, nor an eval of an endpoint
+    assert ("inference server", 4, config.rollout.server.cpus_per_server, 1.0) in request_rows(config, "eval")
     assert all(kind != "inference server" for kind, *_ in request_rows(config, "sft"))
+    endpoint = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + server + ["eval.endpoint=http://127.0.0.1:1/v1"])
+    assert all(kind != "inference server" for kind, *_ in request_rows(endpoint, "eval"))
 
 
 def test_a_driver_joining_a_loopback_cluster_registers_on_loopback():

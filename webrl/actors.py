@@ -37,9 +37,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from webrl.learner.config import resolve_weight_sync
 from webrl.resources import ResourceError, check_resources, cluster_nodes, request_rows
-from webrl.train_config import WebRLConfig, run_layout
+from webrl.rollout.server_launcher import ServerLaunchError
+from webrl.train_config import WebRLConfig, run_layout, weight_sync
 
 
 class RunActors:
@@ -66,8 +66,7 @@ class RunActors:
         self._server_tag, self._server_loads = uuid.uuid4().hex[:8], 0
         # weight sync: the resolved mode and backend, the in-process workers that receive a
         # broadcast (not the endpoint evaluation worker), and the group once formed
-        self.weight_sync, self.weight_backend = resolve_weight_sync(
-            config.learner.weight_sync, config.rollout.engine, bool(config.resources.gpus_per_learner_rank))
+        self.weight_sync, self.weight_backend = weight_sync(config)
         self._receivers: list = []
         self._weight_group: Any = None  # (learner, ServerTargets or None) of the group formed
         self.last_sync: dict[str, float] = {}
@@ -138,7 +137,8 @@ class RunActors:
 
             urls = self._launch_servers(model_path) if server.launch != "none" else server.urls
             factory = ServerEngineFactory(urls, model_path, generator, server.timeout_s, server.max_concurrency,
-                                          server.api_key_env, down_wait_s=server.request_down_wait_s)
+                                          server.api_key_env, down_wait_s=server.request_down_wait_s(
+                                              self.config.rollout.inference_timeout_s))
             self._server_model = model_path
         else:
             factory = GeneratorEngineFactory(model_path, generator, dtype=self.config.model.dtype,
@@ -216,9 +216,16 @@ class RunActors:
         self.learners = [g for g in self.learners if g is not learner]
 
     def sync_weights(self, learner: Any, version: int) -> None:
-        """The learner's current weights into every inference worker, stamped `version`."""
+        """The learner's current weights into every inference worker, stamped `version`. First
+        (once per iteration): a launched server that is down for good ends the run, naming it."""
         import ray
 
+        if self._server_actors:
+            failed = [s["failed"] for s in ray.get([a.status.remote() for a in self._server_actors], timeout=60)
+                      if s["failed"]]
+            if failed:
+                raise ServerLaunchError("an inference server is down for good (rollout.server.max_restarts):\n"
+                                        + "\n".join(failed))
         if self.weight_sync == "collective":
             self._broadcast(learner, version)
             return

@@ -320,6 +320,12 @@ class PlanSettings:
                               f"{self.gpu_memory_gb!r}, {self.reserve_gb!r}")
         if self.cluster and not self.cluster.endswith((".yaml", ".yml", ".json")):
             raise ConfigError(f"plan.cluster must be a .yaml, .yml or .json file, got {self.cluster!r}")
+        defaults = PlanSettings.__dataclass_fields__
+        described = [f"plan.{k}" for k in ("nodes", "gpus_per_node", "cpus_per_node")
+                     if getattr(self, k) != defaults[k].default]
+        if self.cluster and described:
+            raise ConfigError(f"{', '.join(described)} describe the cluster only without plan.cluster "
+                              f"({self.cluster!r} lists its nodes); set one or the other")
 
 
 @dataclass(frozen=True)
@@ -338,6 +344,8 @@ class MemoryPlan:
     refusal: Optional[str]
     """Why the actors cannot be placed, or None."""
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the plan leaves out (printed; they do not decide whether it fits)."""
 
     @property
     def fits(self) -> bool:
@@ -386,10 +394,15 @@ def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
                         full_logits=settings.full_logits)
     request = request_rows(config, mode="train")
     bundles, kinds = row_bundles(request)
+    server = config.rollout.server
+    rollout_gpus = res.gpus_per_inference_worker if config.rollout.engine != "server" else (
+        server.gpus_per_server if server.launch != "none" else 0.0)  # the servers hold the rollout's GPUs
     plan = MemoryPlan(shapes, lm, rm, gpu_gb * GIB - settings.reserve_gb * GIB, res.gpus_per_learner_rank,
-                      res.gpus_per_inference_worker, resource_table(request, nodes),
-                      placement_refusal(bundles, nodes, kinds))
+                      rollout_gpus, resource_table(request, nodes), placement_refusal(bundles, nodes, kinds))
     plan.warnings.extend(capacity_warnings(plan, learner))
+    if config.rollout.engine == "server" and server.launch == "none":
+        plan.notes.append("rollout: the servers at rollout.server.urls were started outside the run; their GPUs "
+                          "are not planned here")
     return plan
 
 
@@ -452,7 +465,7 @@ def format_plan(plan: MemoryPlan) -> str:
     lines.append("")
     if plan.refusal:
         lines.append(f"DOES NOT FIT: cannot be placed: {plan.refusal}")
-    lines += plan.warnings
+    lines += plan.notes + plan.warnings
     usage = [f"{kind} GPU {total / GIB:.1f} of {plan.gpu_bytes * _share(gpus) / GIB:.1f} GiB"
              for kind, total, gpus in (("learner", lm.total, plan.learner_gpus),
                                        ("rollout", rm.total, plan.rollout_gpus)) if gpus]

@@ -53,7 +53,7 @@ MODES = ("train", "sft", "eval")
 
 def request_rows(config: Any, mode: str = "train") -> list[tuple[str, int, float, float]]:
     """(kind, count, CPUs each, GPUs each) of the actors a run in `mode` starts (the driver is not
-    an actor). train: everything (and the inference servers of rollout.server.launch); sft (`webrl sft`): the learner only; eval (`webrl eval`): env
+    an actor). train: everything (and the inference servers of rollout.server.launch; eval too); sft (`webrl sft`): the learner only; eval (`webrl eval`): env
     workers, the greedy worker (no GPU when eval.endpoint serves it) and, with
     eval.samples_per_task, one sampler."""
     if mode not in MODES:
@@ -74,10 +74,13 @@ def request_rows(config: Any, mode: str = "train") -> list[tuple[str, int, float
 
 
 def _server_rows(config: Any, mode: str) -> list[tuple[str, int, float, float]]:
-    """The inference servers a training run launches itself (rollout.server.launch), if any."""
+    """The inference servers a run launches itself (rollout.server.launch): training, and an
+    evaluation whose policy is not an eval.endpoint; none for SFT."""
     rollout = getattr(config, "rollout", None)
     server = getattr(rollout, "server", None)
-    if mode != "train" or getattr(rollout, "engine", "") != "server" or getattr(server, "launch", "none") == "none":
+    if getattr(rollout, "engine", "") != "server" or getattr(server, "launch", "none") == "none":
+        return []
+    if mode == "sft" or (mode == "eval" and config.eval.endpoint):
         return []
     return [("inference server", server.num_servers, server.cpus_per_server, server.gpus_per_server)]
 

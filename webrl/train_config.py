@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from webrl.config import ConfigError, ModelConfig, RunConfig
 from webrl.envs.worker import EnvWorkerConfig
@@ -371,10 +371,32 @@ class WebRLConfig:
         if self.rollout.engine == "server":
             _check_server_engine(self)
         _check_dyna(self)
-        from webrl.learner.config import resolve_weight_sync
+        mode, _ = weight_sync(self)  # refuses what cannot reach the engine
+        server = self.rollout.server
+        if mode == "collective" and self.rollout.engine == "server" and server.launch != "none" and server.max_restarts:
+            raise ConfigError("learner.weight_sync.mode=collective with rollout.server.launch cannot survive a server "
+                              "restart (a restarted server left the broadcast group and holds the launch weights): "
+                              "set rollout.server.max_restarts=0 or learner.weight_sync.mode=disk")
+        if self.rollout.engine == "server" and server.down_wait_s >= self.rollout.inference_timeout_s:
+            raise ConfigError(f"rollout.server.down_wait_s={server.down_wait_s:g} must be below "
+                              f"rollout.inference_timeout_s ({self.rollout.inference_timeout_s:g} s), which gives up "
+                              f"on the request first")
 
-        resolve_weight_sync(self.learner.weight_sync, self.rollout.engine,  # refuses what cannot reach the engine
-                            bool(self.resources.gpus_per_learner_rank))
+
+def weight_sync(config: "WebRLConfig") -> tuple[str, str]:
+    """The run's resolved (learner.weight_sync mode, backend): `resolve_weight_sync` with what
+    the config says about the receivers' GPUs."""
+    from webrl.learner.config import resolve_weight_sync
+
+    res, server = config.resources, config.rollout.server
+    if config.rollout.engine == "transformers":
+        receivers: Optional[bool] = res.gpus_per_inference_worker > 0
+    elif server.launch != "none":
+        receivers = server.launch == "sglang" and server.gpus_per_server > 0
+    else:
+        receivers = None  # servers the user started
+    return resolve_weight_sync(config.learner.weight_sync, config.rollout.engine, bool(res.gpus_per_learner_rank),
+                               receivers)
 
 
 RL_OBJECTIVES = ("grpo", "ppo")
@@ -412,6 +434,11 @@ def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
     if config.sft.learner.consistency != ConsistencyConfig():
         out.append(("sft.learner.consistency", config.sft.learner.consistency, "demonstrations carry no rollout "
                     "log-probs to check; set learner.consistency (the RL learner) instead"))
+    from webrl.learner.config import WeightSyncConfig
+
+    if config.sft.learner.weight_sync != WeightSyncConfig():
+        out.append(("sft.learner.weight_sync", config.sft.learner.weight_sync, "the SFT stage syncs no rollout "
+                    "weights; set learner.weight_sync (the RL learner) instead"))
     return out
 
 

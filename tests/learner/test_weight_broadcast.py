@@ -137,8 +137,17 @@ def test_weight_sync_config_names_the_key_and_the_allowed_values():
         resolve_weight_sync(WeightSyncConfig(mode="object_store"), "server", False)
     with pytest.raises(ConfigError, match=r"mode='disk' cannot reach rollout.engine='transformers'"):
         resolve_weight_sync(WeightSyncConfig(mode="disk"), "transformers", False)
-    with pytest.raises(ConfigError, match="backend='nccl' needs learner GPUs"):
+    with pytest.raises(ConfigError, match="backend='nccl' needs GPUs on the learner and on every receiver"):
         resolve_weight_sync(WeightSyncConfig(mode="collective", backend="nccl"), "transformers", False)
+    # auto picks nccl only when the receivers have GPUs too: CPU inference workers or webrl serve get gloo
+    assert resolve_weight_sync(WeightSyncConfig(mode="collective"), "transformers", True, False) == ("collective", "gloo")
+    with pytest.raises(ConfigError, match="backend='nccl' needs GPUs on the learner and on every receiver"):
+        resolve_weight_sync(WeightSyncConfig(mode="collective", backend="nccl"), "server", True, False)
+    # the broadcast's settings are read only in collective mode
+    for setting in ({"bucket_mb": 64.0}, {"backend": "gloo"}, {"timeout_s": 5.0}, {"group_name": "g"}):
+        with pytest.raises(ConfigError, match=rf"learner.weight_sync.{next(iter(setting))} only act with "
+                                              r"learner.weight_sync.mode=collective"):
+            resolve_weight_sync(WeightSyncConfig(**setting), "transformers", False)
 
 
 @pytest.mark.slow
@@ -252,6 +261,16 @@ def test_a_weight_sync_mode_the_engine_cannot_take_is_refused_when_the_config_lo
 
     with pytest.raises(ConfigError, match=r"learner.weight_sync.mode='disk' cannot reach rollout.engine='transformers'"):
         load_config(WebRLConfig, None, ["learner.weight_sync.mode=disk"])
-    with pytest.raises(ConfigError, match=r"backend='nccl' needs learner GPUs"):
+    with pytest.raises(ConfigError, match=r"backend='nccl' needs GPUs on the learner and on every receiver"):
         load_config(WebRLConfig, None, ["learner.weight_sync.mode=collective", "learner.weight_sync.backend=nccl"])
+    with pytest.raises(ConfigError, match=r"sft.learner.weight_sync=.* has no effect"):
+        load_config(WebRLConfig, None, ["sft.learner.weight_sync.mode=disk"])
+    with pytest.raises(ConfigError, match=r"collective with rollout.server.launch cannot survive a server restart"):
+        load_config(WebRLConfig, None, ["rollout.engine=server", "rollout.server.launch=webrl",
+                                        "rollout.server.max_concurrency=4", "learner.weight_sync.mode=collective"])
+    load_config(WebRLConfig, None, ["rollout.engine=server", "rollout.server.launch=webrl", "rollout.server.max_restarts=0",
+                                    "rollout.server.max_concurrency=4", "learner.weight_sync.mode=collective"])
+    with pytest.raises(ConfigError, match=r"rollout.server.down_wait_s=400 must be below rollout.inference_timeout_s"):
+        load_config(WebRLConfig, None, ["rollout.engine=server", "rollout.server.launch=webrl",
+                                        "rollout.server.max_concurrency=4", "rollout.server.down_wait_s=400"])
     assert load_config(WebRLConfig, None, ["learner.weight_sync.mode=collective"]).learner.weight_sync.mode == "collective"

@@ -79,3 +79,10 @@ def test_auto_bound_and_refusals():
         RewardConfig(max_concurrency=-1)
     with pytest.raises(ValueError, match="max_concurrency=4 with backend=local"):
         RewardConfig(kind="judge", backend="local", max_concurrency=4)
+    # more judges than the backend lets in flight would only wait; judge-agreement has its own bound
+    with pytest.raises(ValueError, match=r"max_concurrency=32 exceeds reward.openai.max_concurrency=16"):
+        RewardConfig(kind="judge", max_concurrency=32)
+    from webrl.reward.main import JudgeAgreementConfig
+
+    with pytest.raises(ValueError, match=r"reward.max_concurrency=8 is the training run's bound; .* set max_workers"):
+        JudgeAgreementConfig(reward=RewardConfig(kind="judge", max_concurrency=8))

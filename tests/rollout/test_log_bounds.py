@@ -54,6 +54,8 @@ def test_log_fraction_values_and_refusals():
     assert load_config(RolloutConfig, None, ["log_trajectories=0.25"]).log_trajectories == "0.25"
     with pytest.raises(ValueError, match=r"rollout.log_images must be one of auto \| jpeg \| png \| none, got 'gif'"):
         RolloutConfig(log_images="gif")
+    with pytest.raises(ValueError, match=r"rollout.log_images='jpeg' has no effect with rollout.log_trajectories=none"):
+        RolloutConfig(log_trajectories="none", log_images="jpeg")
 
 
 def test_sampling_is_deterministic_per_seed_and_group():

@@ -116,15 +116,19 @@ def test_server_config_checks():
         ServerConfig(launch="docker")
     with pytest.raises(ConfigError, match="urls=.* and rollout.server.launch='webrl' are both set"):
         ServerConfig(urls=["http://127.0.0.1:1"], launch="webrl")
-    with pytest.raises(ConfigError, match="launch_args / num_servers only act with"):
-        ServerConfig(urls=["http://127.0.0.1:1"], num_servers=2)
+    for setting in ({"num_servers": 2}, {"launch_args": ["--tp", "2"]}, {"port": 31000}, {"gpus_per_server": 1.0},
+                    {"max_restarts": 9}, {"startup_timeout_s": 5.0}, {"host": "0.0.0.0"}, {"cpus_per_server": 2.0}):
+        name = next(iter(setting))
+        with pytest.raises(ConfigError, match=rf"rollout.server.{name} only act with rollout.server.launch"):
+            ServerConfig(urls=["http://127.0.0.1:1"], **setting)
     with pytest.raises(ConfigError, match="max_restarts must be an integer >= 0"):
         ServerConfig(launch="webrl", max_restarts=-1)
     with pytest.raises(ConfigError, match="down_wait_s must be >= 0 or -1"):
         ServerConfig(launch="webrl", down_wait_s=-2)
-    assert ServerConfig(urls=["http://127.0.0.1:1"]).request_down_wait_s == 0.0  # user-started: fail over at once
-    assert ServerConfig(launch="webrl", startup_timeout_s=42).request_down_wait_s == 42  # launched: wait out a restart
-    assert ServerConfig(launch="webrl", down_wait_s=5).request_down_wait_s == 5
+    assert ServerConfig(urls=["http://127.0.0.1:1"]).request_down_wait_s(300) == 0.0  # user-started: fail over at once
+    assert ServerConfig(launch="webrl", startup_timeout_s=42).request_down_wait_s(300) == 42  # launched: wait out a restart
+    assert ServerConfig(launch="webrl").request_down_wait_s(300) == 270  # 600 s start-up, below the 300 s request bound
+    assert ServerConfig(launch="webrl", down_wait_s=5).request_down_wait_s(300) == 5
 
 
 def test_kill_9_restarts_the_server_and_the_request_in_flight_completes(stub_file, tmp_path, processor):
@@ -291,3 +295,29 @@ def _answers(url: str) -> bool:
         return True
     except httpx.HTTPError:
         return False
+
+
+@pytest.mark.ray
+def test_a_server_down_for_good_ends_the_run_at_the_next_sync(ray_cluster, tmp_path):
+    """After rollout.server.max_restarts, RunActors.sync_weights raises naming the server instead
+    of letting every request time out."""
+    import ray
+
+    from webrl.actors import RunActors
+    from webrl.config import load_config
+    from webrl.rollout.server_launcher import ServerLaunchError
+    from webrl.train_config import WebRLConfig
+
+    @ray.remote
+    class DeadServer:
+        def status(self):
+            return {"url": "http://127.0.0.1:9", "failed": "http://127.0.0.1:9: the server died (exit code 1) after "
+                                                           "3 restarts (rollout.server.max_restarts)"}
+
+    config = load_config(WebRLConfig, "smoke", [f"run.run_dir={tmp_path}", "rollout.engine=server",
+                                                "rollout.server.launch=webrl", "rollout.server.max_concurrency=4"])
+    actors = RunActors(config, tmp_path)
+    actors._server_actors = [DeadServer.remote()]
+    with pytest.raises(ServerLaunchError, match=r"down for good .*\n.*127.0.0.1:9: the server died .* after 3 restarts"):
+        actors.sync_weights(learner=None, version=1)
+    ray.kill(actors._server_actors[0])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 from webrl.algos import GRPOConfig, PPOConfig, SFTConfig
 from webrl.learner.consistency import ConsistencyConfig
 
@@ -155,9 +155,12 @@ class WeightSyncConfig:
         return max(1, int(self.bucket_mb * 2**20))
 
 
-def resolve_weight_sync(config: WeightSyncConfig, engine: str, learner_gpus: bool) -> tuple[str, str]:
+def resolve_weight_sync(config: WeightSyncConfig, engine: str, learner_gpus: bool,
+                        receiver_gpus: Optional[bool] = None) -> tuple[str, str]:
     """(mode, backend) for a run whose rollout uses `engine` ("transformers" or "server"); a mode
-    the engine cannot apply is refused naming both keys."""
+    the engine cannot apply is refused naming both keys. `receiver_gpus`: whether every receiver
+    holds a GPU (None: not known, e.g. servers the user started; taken to follow the learner).
+    The broadcast's settings are refused unless the mode is collective (nothing else reads them)."""
     from webrl.config import ConfigError
 
     if engine not in ENGINE_WEIGHT_SYNC:
@@ -167,10 +170,19 @@ def resolve_weight_sync(config: WeightSyncConfig, engine: str, learner_gpus: boo
     if mode not in allowed:
         raise ConfigError(f"learner.weight_sync.mode={mode!r} cannot reach rollout.engine={engine!r}; "
                           f"allowed with it: {['auto', *allowed]}")
-    backend = config.backend if config.backend != "auto" else ("nccl" if learner_gpus else "gloo")
-    if backend == "nccl" and not learner_gpus and mode == "collective":
-        raise ConfigError("learner.weight_sync.backend='nccl' needs learner GPUs "
-                          "(resources.gpus_per_learner_rank > 0); allowed on CPU: ['auto', 'gloo']")
+    if mode != "collective":
+        defaults = WeightSyncConfig.__dataclass_fields__
+        unread = [k for k in ("bucket_mb", "backend", "timeout_s", "group_name") if getattr(config, k) != defaults[k].default]
+        if unread:
+            raise ConfigError(f"learner.weight_sync.{', '.join(unread)} only act with learner.weight_sync.mode="
+                              f"collective (the mode here is {mode!r}); set the mode or leave them at their defaults")
+    receivers = learner_gpus if receiver_gpus is None else receiver_gpus
+    backend = config.backend if config.backend != "auto" else ("nccl" if learner_gpus and receivers else "gloo")
+    if backend == "nccl" and not (learner_gpus and receivers) and mode == "collective":
+        raise ConfigError("learner.weight_sync.backend='nccl' needs GPUs on the learner and on every receiver "
+                          "(resources.gpus_per_learner_rank > 0, and resources.gpus_per_inference_worker > 0 or "
+                          "rollout.server.launch=sglang with gpus_per_server > 0; webrl serve speaks gloo only); "
+                          "allowed here: ['auto', 'gloo']")
     return mode, backend
 
 

@@ -76,6 +76,11 @@ class RewardConfig:
             raise ValueError(f"RewardConfig.max_concurrency={self.max_concurrency} with backend=local: the in-process "
                              f"judge model serves one call at a time; set reward.max_concurrency to 1 or 0 (auto), "
                              f"or use backend=openai (e.g. `webrl serve`) for concurrent judging")
+        if self.backend == "openai" and self.kind != "programmatic" and \
+                self.max_concurrency > self.openai.max_concurrency:
+            raise ValueError(f"RewardConfig.max_concurrency={self.max_concurrency} exceeds reward.openai.max_concurrency="
+                             f"{self.openai.max_concurrency}, which bounds the backend's requests in flight (the extra "
+                             f"calls would only wait): raise reward.openai.max_concurrency or lower this")
 
     def concurrency(self) -> int:
         """The bound `max_concurrency` stands for (auto resolved)."""

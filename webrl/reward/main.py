@@ -30,6 +30,9 @@ class JudgeAgreementConfig:
     def __post_init__(self) -> None:
         if self.max_workers < 1:
             raise ValueError(f"JudgeAgreementConfig.max_workers must be >= 1, got {self.max_workers}")
+        if self.reward.max_concurrency:
+            raise ValueError(f"reward.max_concurrency={self.reward.max_concurrency} is the training run's bound; "
+                             f"judge-agreement runs max_workers={self.max_workers} judges at a time: set max_workers")
         if self.truth_key != "reward":
             check_info_field("JudgeAgreementConfig.truth_key", self.truth_key)
 

@@ -149,9 +149,11 @@ class RolloutConfig:
         if not isinstance(self.stop_after_parse_failures, int) or self.stop_after_parse_failures < 0:
             raise ValueError(f"rollout.stop_after_parse_failures must be an integer >= 0 (0 = never), "
                              f"got {self.stop_after_parse_failures!r}")
-        log_fraction(self.log_trajectories)  # raises naming rollout.log_trajectories
         if self.log_images not in LOG_IMAGES:
             raise ValueError(f"rollout.log_images must be one of {' | '.join(LOG_IMAGES)}, got {self.log_images!r}")
+        if log_fraction(self.log_trajectories) == 0 and self.log_images != "auto":  # raises naming the key
+            raise ValueError(f"rollout.log_images={self.log_images!r} has no effect with rollout.log_trajectories=none "
+                             f"(no trajectory is logged); leave it at 'auto' or log some trajectories")
         if self.mode not in ("sync", "async"):
             raise ValueError(f"rollout.mode must be sync | async, got {self.mode!r}")
         if not isinstance(self.max_staleness, int) or self.max_staleness < 0:

@@ -389,9 +389,13 @@ class ServerConfig:
             raise ConfigError(f"rollout.server.urls={self.urls} and rollout.server.launch={self.launch!r} are both set: "
                               f"either point the run at servers you started (urls) or let it launch them "
                               f"(launch), not both")
-        if self.launch == "none" and (self.launch_args or self.num_servers != 1):
-            raise ConfigError("rollout.server.launch_args / num_servers only act with rollout.server.launch=webrl or "
-                              "sglang; set launch or leave them at their defaults")
+        if self.launch == "none":
+            defaults = ServerConfig.__dataclass_fields__
+            launch_only = [name for name in LAUNCH_ONLY_KEYS if getattr(self, name) != (
+                defaults[name].default if name != "launch_args" else [])]
+            if launch_only:
+                raise ConfigError(f"rollout.server.{', '.join(launch_only)} only act with rollout.server.launch=webrl "
+                                  f"or sglang (the run starts the servers); set launch or leave them at their defaults")
         if not isinstance(self.num_servers, int) or self.num_servers < 1:
             raise ConfigError(f"rollout.server.num_servers must be an integer >= 1, got {self.num_servers!r}")
         if not 0 <= self.port <= 65535 - self.num_servers:
@@ -405,15 +409,18 @@ class ServerConfig:
         if self.down_wait_s < 0 and self.down_wait_s != -1:
             raise ConfigError(f"rollout.server.down_wait_s must be >= 0 or -1 (automatic), got {self.down_wait_s!r}")
 
-    @property
-    def request_down_wait_s(self) -> float:
-        """`down_wait_s` with -1 resolved."""
+    def request_down_wait_s(self, inference_timeout_s: float) -> float:
+        """`down_wait_s` with -1 resolved: with launched servers, their start-up deadline, kept
+        below the rollout's `inference_timeout_s` (which gives up on the request first); 0 without."""
         if self.down_wait_s >= 0:
             return self.down_wait_s
-        return self.startup_timeout_s if self.launch != "none" else 0.0
+        return min(self.startup_timeout_s, 0.9 * inference_timeout_s) if self.launch != "none" else 0.0
 
 
 LAUNCH_KINDS = ("none", "webrl", "sglang")
+LAUNCH_ONLY_KEYS = ("launch_args", "num_servers", "host", "port", "cpus_per_server", "gpus_per_server",
+                    "startup_timeout_s", "max_restarts")
+"""ServerConfig fields read only when the run launches its servers."""
 
 
 @dataclass

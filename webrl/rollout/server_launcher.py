@@ -281,8 +281,9 @@ class InferenceServer:
         import httpx
 
         old, first = self._latest_info or {}, self._started_info or {}
-        key = ("model_path", "weight_version")
-        if not old.get("model_path") or [old.get(k) for k in key] == [first.get(k) for k in key]:
+        if not old.get("model_path") or old.get("model_path") == first.get("model_path"):
+            # nothing loaded from disk since launch: the launch weights are what it reports (a
+            # version given by a broadcast is not restored with them, so it reads stale, not current)
             return
         body = {"model_path": old["model_path"]}
         if old.get("weight_version") is not None:

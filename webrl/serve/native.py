@@ -365,8 +365,17 @@ class NativeBackend:
                                               timeout_s=self.group_timeout_s)
         except GroupSetupError as e:
             raise RequestError(400, str(e), "master_address") from None
+        previous = self.weight_groups.pop(name, None)
+        if previous is not None:  # a re-init under the same name replaces the group
+            previous.close()
         self.weight_groups[name] = group
         return {"success": True, "message": f"Succeeded to initialize group {name!r} as rank {req['rank_offset']}."}
+
+    def destroy_weights_update_group(self, name: str) -> dict:
+        group = self.weight_groups.pop(name, None)
+        if group is not None:
+            group.close()
+        return {"success": group is not None, "message": ""}
 
     def update_weights_from_distributed(self, req: dict) -> dict:
         """Receive `names` from rank 0 of the group, then copy them into the model in place."""
@@ -530,8 +539,7 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
                  backend.update_weights_from_distributed)
     weight_route("/destroy_weights_update_group",
                  lambda body: _json_object(body, "/destroy_weights_update_group", ("group_name",)),
-                 lambda req: {"success": backend.weight_groups.pop(req.get("group_name") or "weight_update_group",
-                                                                   None) is not None, "message": ""})
+                 lambda req: backend.destroy_weights_update_group(req.get("group_name") or "weight_update_group"))
 
     @app.get("/get_model_info")
     async def get_model_info(request: Request):

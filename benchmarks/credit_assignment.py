@@ -1,7 +1,8 @@
-"""Credit assignment side by side: GRPO, step-level GRPO (GiGPO), PPO and balanced adaptive rollout
-on the same task mix, seeds and iterations, in one run of this script.
+"""Credit assignment side by side: GRPO, step-level GRPO (GiGPO), PPO, balanced adaptive rollout
+and Dyna-GRPO (`dyna.*`, its defaults) on the same task mix, seeds and iterations, in one run of
+this script.
 
-    .venv/bin/python benchmarks/credit_assignment.py [--methods grpo grpo_step ppo grpo_balanced]
+    .venv/bin/python benchmarks/credit_assignment.py [--methods grpo grpo_step ppo grpo_balanced grpo_dyna]
         [--seeds 0 1 2] [--config default] [--out runs/credit_assignment] [key=value ...]
     .venv/bin/python benchmarks/credit_assignment.py --out DIR --report     # redraw from DIR
 
@@ -34,6 +35,7 @@ METHODS: dict[str, list[str]] = {
     "grpo_step": ["learner.grpo.step.weight=1.0"],
     "ppo": ["learner.objective=ppo", "learner.value_head=true"],
     "grpo_balanced": ["rollout.balanced.enabled=true"],
+    "grpo_dyna": ["dyna.enabled=true"],
 }
 """Method name -> the overrides that select it (on top of the config and the user's overrides)."""
 

@@ -124,9 +124,9 @@ def preset_config():
     return load_plan_config(PRESET, [f"plan.model={FIXTURE}"])
 
 
-def test_4b_preset_on_8x80gb_learner_fits_rollout_at_max_prompt_does_not(preset_config):
+def test_4b_preset_on_8x80gb_fits_and_its_sglang_servers_queue_at_max_prompt(preset_config):
     plan = plan_memory(preset_config, preset_config.plan)
-    assert plan.refusal is None  # 4 learner + 4 rollout GPUs, no evaluation worker (eval_tasks 0)
+    assert plan.refusal is None  # 4 learner GPUs + 4 launched SGLang servers, no evaluation worker
     lm = plan.learner
     assert lm.checkpointing and lm.reference == 0  # the preset: checkpointing on, kl_coef 0
     # ZeRO 3 over 4 ranks, bf16: weights and gradients 2P / 4 each, fp32 master + m + v 12P / 4
@@ -136,10 +136,19 @@ def test_4b_preset_on_8x80gb_learner_fits_rollout_at_max_prompt_does_not(preset_
     # 0.5P + 0.5P + 3P + 2P = 6P = 24.80 GiB of model states, + 8.13 GiB checkpointed activations + 0.15 log-probs
     assert round(lm.total / GIB, 1) == 33.1
     assert lm.total < plan.gpu_bytes < lm.activations  # fits only because of checkpointing
-    # rollout at the bound: batch 16 x (32768 + 1024) tokens of KV = 147456 * 540672 bytes = 74.25 GiB
-    assert plan.rollout.kv_cache == 147456 * 16 * (32768 + 1024)
-    assert not plan.fits and len(plan.warnings) == 1
-    assert "rollout inference GPU" in plan.warnings[0] and "generator.prompt.max_prompt_tokens" in plan.warnings[0]
+    # rollout: 240 requests in flight (max_concurrency = inference.max_batch_size = 240) over 4 servers
+    # = 60 rows a server, each (32768 + 1024) tokens of KV at 147456 bytes a token
+    rm = plan.rollout
+    assert rm.batch == 60 and rm.kv_cache == 147456 * 60 * (32768 + 1024)
+    assert plan.queues and plan.rollout_gpus == 1.0
+    # SGLang queues what its KV pool cannot hold, so a server needs one row: weights 2P (8.27 GiB)
+    # + KV 147456 * 33792 (4.64 GiB) + prefill 3 * 2 * 9728 * 32768 (1.78 GiB) + 4 * 4 * 151936 sampled-logit
+    # bytes = 14.69 GiB; (78 - 8.27) GiB / 6.42 GiB a row = 10.9 -> 10 rows of 60 at once
+    one_row = 2 * P_4B + 147456 * 33792 + 3 * 2 * 9728 * 32768 + 4 * 4 * 151936
+    assert plan.rollout_need == pytest.approx(one_row) and round(one_row / GIB, 1) == 14.7
+    assert plan.rows_held == 10
+    assert plan.fits and not plan.warnings
+    assert "holds about 10 of its 60 rows in flight at once" in plan.notes[0]
 
 
 def test_4b_preset_fits_at_realistic_prompts_and_warns_without_checkpointing():
@@ -171,8 +180,11 @@ def test_plan_main_prints_and_returns_the_verdict(capsys):
     assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.prompt_tokens=4096"]) == 0
     out = capsys.readouterr().out
     assert "learner rank" in out and "KV cache" in out and "\nFITS: learner GPU 33.1 of 78.0 GiB" in out
-    assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}"]) == 1
-    assert "WARNING: a rollout inference GPU" in capsys.readouterr().out
+    assert "rollout GPU 9.2 of 78.0 GiB" in out and "holds all 60 rows in flight at once" in out
+    # 16 GB GPUs: neither a learner rank (33.1 GiB) nor one server row (14.7 GiB) fits in 14 usable
+    assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.gpu_memory_gb=16"]) == 1
+    out = capsys.readouterr().out
+    assert "WARNING: a learner GPU" in out and "WARNING: a rollout inference GPU needs 14.7 GiB of 14.0" in out
 
 
 @pytest.mark.parametrize("override,key", [("plan.cluster=nodes.txt", "plan.cluster"),
@@ -235,18 +247,26 @@ def test_the_reference_model_is_partitioned_only_at_zero3():
 
 
 def test_server_rollouts_are_planned_on_the_launched_servers_gpus():
-    # the preset's rollout on 4 launched SGLang servers of 1 GPU each: checked against one GPU's memory,
-    # so the worst-case prompt bound still does not fit (as with in-process inference GPUs)
-    server = [f"plan.model={FIXTURE}", "rollout.engine=server", "rollout.server.launch=sglang",
-              "rollout.server.num_servers=4", "rollout.server.gpus_per_server=1", "rollout.server.max_restarts=0",
-              "resources.gpus_per_inference_worker=0", "resources.num_inference_workers=1"]
-    plan = plan_memory(*_config_and_settings(server))
-    assert plan.rollout_gpus == 1.0 and not plan.fits and "rollout inference GPU" in plan.warnings[0]
-    # servers the user started: not planned, and said so
-    urls = [f"plan.model={FIXTURE}", "rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:1]",
-            "resources.gpus_per_inference_worker=0", "resources.num_inference_workers=1", "plan.prompt_tokens=4096"]
+    # launched `webrl serve` servers (no KV pool, no queue) on 1 GPU each: a server must hold its
+    # whole share of the batch, 60 rows at the worst-case prompt bound, which does not fit
+    webrl_servers = [f"plan.model={FIXTURE}", "rollout.server.launch=webrl", "rollout.server.launch_args=[]"]
+    plan = plan_memory(*_config_and_settings(webrl_servers))
+    assert plan.rollout_gpus == 1.0 and not plan.queues and plan.rollout_need == plan.rollout.total
+    assert not plan.fits and "rollout inference GPU" in plan.warnings[0]
+    assert "rollout.server.max_concurrency (or add rollout.server.num_servers)" in plan.warnings[0]
+    # servers the user started: not planned, and said so (the preset's launch keys back at their defaults)
+    urls = [f"plan.model={FIXTURE}", "rollout.server.launch=none", "rollout.server.urls=[http://127.0.0.1:1]",
+            "rollout.server.num_servers=1", "rollout.server.gpus_per_server=0", "rollout.server.cpus_per_server=1",
+            "rollout.server.launch_args=[]", "rollout.server.max_restarts=3", "plan.prompt_tokens=4096"]
     plan = plan_memory(*_config_and_settings(urls))
     assert plan.rollout_gpus == 0 and plan.fits and "not planned here" in plan.notes[0]
+    # in-process inference GPUs take min(inference.max_batch_size, generator.max_batch_size) rows
+    in_process = [f"plan.model={FIXTURE}", "rollout.engine=transformers", "rollout.server.launch=none",
+                  *urls[3:8], "rollout.server.max_concurrency=16", "inference.max_batch_size=16",
+                  "resources.num_inference_workers=4", "resources.gpus_per_inference_worker=1"]
+    plan = plan_memory(*_config_and_settings(in_process))
+    assert plan.rollout.batch == 16 and not plan.queues and not plan.fits
+    assert "inference.max_batch_size / generator.max_batch_size" in plan.warnings[0]
 
 
 def test_a_cluster_file_excludes_the_node_keys(tmp_path):

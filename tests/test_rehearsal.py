@@ -12,11 +12,17 @@ Only these settings differ from the preset, each for the reason given:
                      prompt every turn of the tiny model is unparseable, every reward is the same
                      format-failure 0 and the judge is never called (this test's first version).
                      Neither shipped model reads computer_use; the -pointer one needs element tokens.
-    resources        CPU only (gpus_* = 0): 1 learner rank with the preset's 4 CPUs, 1 inference
-                     worker, 1 env worker x 2 slots on 2 browsers (env.threads=2); the preset's
-                     collective weight sync then runs on gloo; tasks_per_iteration=1, group_size=2,
+    resources        CPU only (gpus_* = 0): 1 learner rank with the preset's 4 CPUs, the preset's 1
+                     inference worker, 1 env worker x 2 slots on 2 browsers (env.threads=2);
+                     tasks_per_iteration=1, group_size=2,
                      max_turns=3 (horizon_schedule=[]: its stages are 15 and 30 turns),
                      max_new_tokens=48, mini_batches=1, a 600 s start-up deadline (loaded CI cores)
+    servers          the preset's rollout.engine=server with launched servers, but 1 `webrl serve`
+                     (launch=webrl, launch_args=[log_level=info] for its request log, no CPU or GPU reserved)
+                     instead of 4 SGLang servers on 4
+                     GPUs: no SGLang here. The preset's collective weight sync then runs on gloo,
+                     from learner rank 0 on node 2 to the server through the same
+                     /init_weights_update_group and /update_weights_from_distributed routes
     tasks.file       an Online-Mind2Web JSON whose websites are the sandbox sites served here, plus
                      one probe page (below)
     network policy   env.env.safety.network.public_stand_ins=[127.0.0.1/32]: the preset's "public"
@@ -29,14 +35,17 @@ Only these settings differ from the preset, each for the reason given:
                      judge_unparseable (or judge_timeout) and counted in the metrics
     cluster          resources.ray_address = the head below; the head has 3 CPUs and node 2 has 4,
                      so the learner's 4-CPU bundle fits only on node 2 and the env worker (1 CPU)
-                     lands on the head: the two actors must run on different nodes
+                     lands on the head: the two actors must run on different nodes. The server
+                     reserves no CPU: Ray places freely scheduled actors where it likes, and a
+                     1-CPU server on node 2 left the learner's bundle nowhere to go (the run waited
+                     out its start-up deadline)
 
 
 The run is `webrl train --config online_mind2web_qwen3vl_4b ...` as a subprocess; the resumed run
 reuses the cluster and the servers. Not covered: a learner step. With the tiny model every group
 has equal rewards (the judge's unreadable verdicts drop the episodes that stop, the others score
 0), so both runs log skipped_update=1; the learner is placed, loaded, checkpointed, restored and
-its weights broadcast to the inference worker every iteration, but not stepped.
+its weights broadcast to the launched server every iteration, but not stepped.
 """
 import json
 import os
@@ -136,9 +145,11 @@ def _overrides(run_dir: Path, tasks: Path, judge_url: str, address: str) -> list
     return [f"run.run_dir={run_dir}", "run.seed=0",
             "model.path=webrl:tiny-webagent", "model.family=qwen2.5-vl", "model.dtype=float32",
             "learner.dtype=float32", f"tasks.file={tasks}", "tasks.tasks_per_iteration=1",
-            f"resources.ray_address={address}", "resources.num_env_workers=1", "resources.num_inference_workers=1",
-            "resources.gpus_per_inference_worker=0", "resources.learner_ranks=1", "resources.gpus_per_learner_rank=0",
+            f"resources.ray_address={address}", "resources.num_env_workers=1", "resources.learner_ranks=1",
+            "resources.gpus_per_learner_rank=0",
             "resources.startup_timeout_s=600", "env.num_slots=2", "env.threads=2",
+            "rollout.server.launch=webrl", "rollout.server.launch_args=[log_level=info]", "rollout.server.num_servers=1",
+            "rollout.server.gpus_per_server=0", "rollout.server.cpus_per_server=0",
             'env.env.safety.network.public_stand_ins=["127.0.0.1/32"]',
             "rollout.group_size=2", "rollout.max_turns=3", "rollout.horizon_schedule=[]",
             "generator.sampling.max_new_tokens=48",
@@ -211,12 +222,16 @@ def test_the_4b_preset_places_trains_checkpoints_and_resumes_on_two_nodes(tmp_pa
         placed = _actor_nodes(address, env)
         assert len(placed["LearnerWorker"]) == 1 and len(placed["EnvWorker"]) == 1, placed
         assert placed["LearnerWorker"] != placed["EnvWorker"], placed  # 4-CPU bundle: node 2; env: the head
+        assert re.search(r"inference server +1 +0 +0", first) and len(placed["InferenceServerActor"]) == 1, placed
+        # the rollout sampled on the launched `webrl serve`, which the run stopped with itself
+        server_log = next((out / "servers").glob("server_*/server.log")).read_text()
+        assert "POST /generate" in server_log and "POST /update_weights_from_distributed" in server_log, server_log[-3000:]
         assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000002"]
         assert (out / "checkpoints" / "step-00000002" / "hf" / "config.json").exists()
         assert [row["iteration"] for row in _metrics(out)] == [1, 2]
 
         # the preset's collective weight sync ran every iteration: learner rank 0 on node 2 to the
-        # inference worker, over gloo, not through the driver
+        # launched server, over gloo, not through the driver
         assert all(row["weight_sync/buckets"] >= 1 and row["weight_sync/bytes"] > 0 for row in _metrics(out))
         second = _train([*overrides, "trainer.iterations=3", "run.resume=true"], tmp_path / "train2.log", env)
         assert re.search(r"resumed from \S+step-00000002 \(iteration 2,", second), second[-4000:]

@@ -43,36 +43,49 @@ def test_placement_by_hand():
     assert placement_refusal([gpu(1)], []) == "the run asks for 1 CPUs in all and the cluster has 0"  # no nodes
 
 
-def test_the_4b_preset_fits_8_gpus_once_no_evaluation_worker_is_started():
+def test_the_4b_preset_fits_8_gpus_and_its_servers_take_the_rollout_gpus():
     config = load_config(WebRLConfig, *PRESET_4B)
     assert config.tasks.eval_tasks == 0
     layout = run_layout(config)
     assert not layout.eval_worker
-    actors, _ = row_bundles(request_rows(config, "train"))
-    # 4 learner ranks x (4 CPU, 1 GPU) + 4 inference x (1 CPU, 1 GPU) + 8 env workers x 1 CPU
-    assert sum(b.get("GPU", 0) for b in actors) == 8 and sum(b["CPU"] for b in actors) == 28
-    assert [{k: v for k, v in b.items() if v} for b in actors] == layout.bundles[1:]  # what Tune reserves
+    actors, kinds = row_bundles(request_rows(config, "train"))
+    # 4 learner ranks x (4 CPU, 1 GPU) + 1 inference worker x 1 CPU + 8 env workers x 1 CPU
+    # + 4 launched SGLang servers x (4 CPU, 1 GPU): 16 + 1 + 8 + 16 = 41 CPUs, 4 + 4 = 8 GPUs
+    assert sum(b.get("GPU", 0) for b in actors) == 8 and sum(b["CPU"] for b in actors) == 41
+    assert kinds.count("inference server") == 4
+    # what a Tune trial reserves: the same bundles in the same order, the servers' last
+    assert [{k: v for k, v in b.items() if v} for b in actors] == layout.bundles[1:]
+    assert layout.servers == len(layout.bundles) - 4 and layout.bundles[layout.servers] == {"CPU": 4.0, "GPU": 1.0}
     assert placement_refusal(actors, EIGHT_GPU_NODE) is None
     print(check_resources(request_rows(config), EIGHT_GPU_NODE))
-    # with evaluation tasks the greedy worker takes a ninth GPU: refused, naming the settings
+    # evaluation tasks add a greedy worker that samples on the same servers: one more CPU, no GPU
     with_eval = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + ["tasks.eval_tasks=8"])
+    check_resources(request_rows(with_eval), EIGHT_GPU_NODE)
+    assert sum(count * gpus for _, count, _, gpus in request_rows(with_eval)) == 8
+    # a fifth server is a ninth GPU: refused, naming the settings
+    too_many = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + ["rollout.server.num_servers=5"])
     with pytest.raises(ResourceError) as raised:
-        check_resources(request_rows(with_eval), EIGHT_GPU_NODE)
+        check_resources(request_rows(too_many), EIGHT_GPU_NODE)
     message = str(raised.value)
     assert "asks for 9 GPUs in all and the cluster has 8" in message
-    for setting in ("resources.learner_ranks", "resources.gpus_per_inference_worker", "tasks.eval_tasks"):
+    for setting in ("resources.learner_ranks", "rollout.server.num_servers", "rollout.server.gpus_per_server"):
         assert setting in message
+    # without launched servers the layout has none
+    assert run_layout(load_config(WebRLConfig, "smoke", [])).servers == -1
 
 
 def test_sft_and_eval_ask_only_for_what_they_start():
     config = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + ["tasks.eval_tasks=8", "eval.samples_per_task=2"])
     counts = {mode: {kind: (n, gpus) for kind, n, _, gpus in request_rows(config, mode)} for mode in
               ("train", "sft", "eval")}
-    assert counts["sft"] == {"learner rank": (4, 1.0), "rollout inference worker": (0, 1.0),
-                             "evaluation inference worker": (0, 1.0), "env worker": (0, 0.0)}
-    assert counts["eval"] == {"learner rank": (0, 1.0), "rollout inference worker": (1, 1.0),
-                              "evaluation inference worker": (1, 1.0), "env worker": (8, 0.0)}
-    assert counts["train"]["rollout inference worker"] == (4, 1.0)
+    # the preset's inference workers hold no GPU (its launched servers do)
+    assert counts["sft"] == {"learner rank": (4, 1.0), "rollout inference worker": (0, 0.0),
+                             "evaluation inference worker": (0, 0.0), "env worker": (0, 0.0)}
+    assert counts["eval"] == {"learner rank": (0, 1.0), "rollout inference worker": (1, 0.0),
+                              "evaluation inference worker": (1, 0.0), "env worker": (8, 0.0),
+                              "inference server": (4, 1.0)}
+    assert counts["train"]["rollout inference worker"] == (1, 0.0)
+    assert counts["train"]["inference server"] == (4, 1.0)
     # an evaluation served by eval.endpoint needs no GPU on a machine without one
     served = load_config(WebRLConfig, "smoke", ["eval.endpoint=http://127.0.0.1:1/v1",
                                                 "resources.gpus_per_inference_worker=1",
@@ -161,25 +174,13 @@ def test_start_up_waits_end_with_an_error_naming_what_they_waited_for(ray_cluste
     ray.get(ray.remote(num_cpus=4)(lambda: 1).remote(), timeout=60)  # the group was removed: all 4 CPUs free
 
 
-def test_launched_inference_servers_are_asked_for_and_refused_when_the_cluster_lacks_their_gpus():
-    # The 4B preset with 4 SGLang servers the run launches itself (1 GPU each) instead of in-process
-    # inference GPUs: 4 learner GPUs + 4 server GPUs = 8 fits one 8-GPU node; 5 servers (9 GPUs) do not.
-    server = ["rollout.engine=server", "rollout.server.launch=sglang", "rollout.server.gpus_per_server=1",
-              "resources.gpus_per_inference_worker=0", "resources.num_inference_workers=1",
-              "inference.max_batch_size=16", "rollout.server.max_restarts=0"]
-    config = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + server + ["rollout.server.num_servers=4"])
-    rows = request_rows(config, "train")
-    assert ("inference server", 4, config.rollout.server.cpus_per_server, 1.0) in rows
-    assert sum(count * gpus for _, count, _, gpus in rows) == 8
-    check_resources(rows, EIGHT_GPU_NODE)
-    too_many = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + server + ["rollout.server.num_servers=5"])
-    with pytest.raises(ResourceError, match="9 GPUs in all and the cluster has 8") as raised:
-        check_resources(request_rows(too_many), EIGHT_GPU_NODE)
-    assert "rollout.server.num_servers" in str(raised.value)
-    # an evaluation of the policy launches them too; sft starts none, nor an eval of an endpoint
+def test_launched_inference_servers_are_asked_for_in_eval_and_not_in_sft():
+    # the 4B preset launches 4 SGLang servers (1 GPU each): an evaluation of the policy launches
+    # them too; sft starts none, nor an eval of an endpoint
+    config = load_config(WebRLConfig, *PRESET_4B)
     assert ("inference server", 4, config.rollout.server.cpus_per_server, 1.0) in request_rows(config, "eval")
     assert all(kind != "inference server" for kind, *_ in request_rows(config, "sft"))
-    endpoint = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + server + ["eval.endpoint=http://127.0.0.1:1/v1"])
+    endpoint = load_config(WebRLConfig, PRESET_4B[0], PRESET_4B[1] + ["eval.endpoint=http://127.0.0.1:1/v1"])
     assert all(kind != "inference server" for kind, *_ in request_rows(endpoint, "eval"))
 
 
@@ -190,3 +191,26 @@ def test_a_driver_joining_a_loopback_cluster_registers_on_loopback():
     assert _loopback_node("[::1]:6379") == {"_node_ip_address": "::1"}
     for address in ("10.0.0.5:6379", "head-node:6379", "auto", "ray://127.0.0.1:10001", ""):
         assert _loopback_node(address) == {}, address  # Ray's own choice elsewhere
+
+
+def test_ray_temp_dir_stays_in_the_run_folder_only_while_its_sockets_fit(run_dir):
+    import tempfile
+    from pathlib import Path
+
+    from webrl.actors import RAY_TEMP_DIR_MAX, _ray_temp_dir
+
+    # the longest socket path Ray builds below its temp dir, with a 7-digit pid
+    longest = "/session_2026-12-02_02-12-08_301205_4194304/sockets/plasma_store"
+    base = Path(tempfile.mkdtemp(prefix="t", dir=run_dir))  # the suite's short run folder
+    short = base / "r"
+    if len(str(short / "ray")) > RAY_TEMP_DIR_MAX - 1:
+        pytest.skip(f"WEBRL_TEST_DIR={run_dir} is too long to hold a Ray temp dir")
+    assert _ray_temp_dir(short) == str(short / "ray") and (short / "ray").is_dir()
+    assert len(_ray_temp_dir(short) + longest) <= 107
+    # a run folder one character too long for the sockets: Ray goes to a fresh short temp dir
+    deep = base / ("d" * (RAY_TEMP_DIR_MAX - len(str(base)) - len("/ray")))
+    assert len(str(deep / "ray")) == RAY_TEMP_DIR_MAX + 1
+    chosen = _ray_temp_dir(deep)
+    assert not chosen.startswith(str(deep)) and len(chosen + longest) <= 107
+    assert not (deep / "ray").exists()
+    Path(chosen).rmdir()

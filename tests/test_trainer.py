@@ -49,6 +49,8 @@ def test_trainer_config_errors_name_the_key():
      r"policy.wrappers=\['loci'\] are not built around a server engine"),
     (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "generator.sparse_prefill=auto"],
      r"generator.sparse_prefill runs in the in-process model's prefill"),
+    (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "generator.max_batch_size=8"],
+     r"generator.max_batch_size=8 has no effect with rollout.engine=server"),
     (["rollout.inference_timeout_s=900", "rollout.trajectory_timeout_s=600"], r"rollout.inference_timeout_s \(900.0\) must be below rollout.trajectory_timeout_s"),
     (["rollout.balanced.min_group=3"], r"rollout.balanced=.* has no effect.*rollout.balanced.enabled is false"),
     (["rollout.balanced.enabled=true", "rollout.group_size=20"],

@@ -21,7 +21,8 @@ learner is a `LearnerGroup`, and the trainer asks this object for both.
 
 Placement: given a placement group (a Tune trial's), every actor goes into its own bundle of it
 (`run_layout`): bundle 0 is the trial's driver, then the learner ranks, the rollout inference
-workers, the greedy evaluation worker (only with evaluation tasks) and the env workers. Without one, actors are scheduled
+workers, the greedy evaluation worker (only with evaluation tasks), the env workers and the
+inference servers the run launches (rollout.server.launch). Without one, actors are scheduled
 freely on a local Ray instance (its temp dir inside the run folder) or on the cluster of
 `resources.ray_address` / `RAY_ADDRESS`.
 """
@@ -166,7 +167,8 @@ class RunActors:
 
         if not self._server_urls:
             self._server_actors, self._server_urls = start_server_actors(
-                self.config.rollout.server, resolve_shipped(model_path), self.run_dir / "servers")
+                self.config.rollout.server, resolve_shipped(model_path), self.run_dir / "servers",
+                placement_group=self.placement_group, bundle_offset=self.layout.servers)
         return self._server_urls
 
     def wait_started(self) -> None:
@@ -351,10 +353,15 @@ def _beside(call: Any, refs: list, timeout_s: float, what: str) -> Any:
     return future.result(timeout=timeout_s + 30)
 
 
+RAY_TEMP_DIR_MAX = 107 - len("/session_2026-12-02_02-12-08_301205_4194304") - len("/sockets/plasma_store")
+"""Longest temp dir Ray's sockets fit under: a Unix socket path has at most 107 bytes, and Ray
+puts `session_<date>_<time>_<microseconds>_<pid>/sockets/plasma_store` (up to 64) below it."""
+
+
 def _ray_temp_dir(run_dir: Path) -> str:
     """Ray's temp dir inside the run folder, unless the path is too long for its sockets."""
-    candidate = run_dir / "ray"
-    if len(str(candidate)) <= 48:
+    candidate = run_dir.absolute() / "ray"
+    if len(str(candidate)) <= RAY_TEMP_DIR_MAX:
         candidate.mkdir(parents=True, exist_ok=True)
         return str(candidate)
     return tempfile.mkdtemp(prefix="webrl-ray-")

@@ -46,8 +46,10 @@ chunked kernel keeps d*H per response token and a 4 x 1024 x 8192 fp32 working b
 pointer model (tiny checkpoints) takes full logits, 4 fp32 copies of (T, V) plus one in d.
 
 Rollout engine per inference GPU: weights d*P; KV cache 2 * L * Hkv * d per token for batch x
-(prompt + new tokens), the batch being min(inference.max_batch_size, generator.max_batch_size) and
-the prompt generator.prompt.max_prompt_tokens unless plan.prompt_tokens says otherwise (left padding
+(prompt + new tokens), the batch being min(inference.max_batch_size, generator.max_batch_size) (with
+rollout.engine=server: min(inference.max_batch_size, rollout.server.max_concurrency) spread over the
+servers; SGLang queues what its KV pool cannot hold, so a launched SGLang server fits when one
+row does, and the plan says how many rows it holds at once) and the prompt generator.prompt.max_prompt_tokens unless plan.prompt_tokens says otherwise (left padding
 makes every row as long as the longest); the prefill's peak, one layer's MLP at 3dI per prompt
 token; logits: the SampledLogprobs path holds 4 (B, V) fp32 tensors at a time, transformers'
 `output_logits=True` a (B, new tokens, V) fp32 stack (plan.full_logits=true counts that one).
@@ -346,6 +348,25 @@ class MemoryPlan:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What the plan leaves out (printed; they do not decide whether it fits)."""
+    batch_keys: str = "inference.max_batch_size / generator.max_batch_size"
+    """The settings that bound the rollout batch per GPU (named in its warning)."""
+    queues: bool = False
+    """The rollout engine admits what its KV pool holds and queues the rest (SGLang): it fits
+    when one row does, and `rows_held` of the batch run at once."""
+
+    @property
+    def rollout_need(self) -> float:
+        """Bytes a rollout GPU must hold: the whole batch, or one row where the engine queues."""
+        rm = self.rollout
+        return rm.weights + (rm.total - rm.weights) / max(1, rm.batch) if self.queues else rm.total
+
+    @property
+    def rows_held(self) -> int:
+        """Rows of the batch one rollout GPU holds at once (at most the batch)."""
+        rm = self.rollout
+        per_row = (rm.total - rm.weights) / max(1, rm.batch)
+        room = self.gpu_bytes * _share(self.rollout_gpus or 1.0) - rm.weights
+        return max(0, min(rm.batch, int(room // per_row))) if per_row > 0 else rm.batch
 
     @property
     def fits(self) -> bool:
@@ -388,18 +409,31 @@ def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
                         patches=rows * prompt.num_screenshots * image_tokens * shapes.merge ** 2,
                         checkpointing=learner.gradient_checkpointing, reference=learner.reference != "none",
                         freeze_vision=learner.freeze_vision_tower)
-    batch = min(config.inference.max_batch_size, config.generator.max_batch_size)
+    server = config.rollout.server
+    if config.rollout.engine == "server":  # requests spread round robin over the servers, each its own KV cache
+        in_flight = min(config.inference.max_batch_size, server.max_concurrency)
+        batch = -(-in_flight // max(1, server.num_servers if server.launch != "none" else len(server.urls)))
+    else:
+        batch = min(config.inference.max_batch_size, config.generator.max_batch_size)
     rm = rollout_memory(shapes, dtype_bytes=DTYPE_BYTES[config.model.dtype], batch=batch,
                         prompt_tokens=settings.prompt_tokens or prompt.max_prompt_tokens, new_tokens=new_tokens,
                         full_logits=settings.full_logits)
     request = request_rows(config, mode="train")
     bundles, kinds = row_bundles(request)
-    server = config.rollout.server
     rollout_gpus = res.gpus_per_inference_worker if config.rollout.engine != "server" else (
         server.gpus_per_server if server.launch != "none" else 0.0)  # the servers hold the rollout's GPUs
+    batch_keys = ("rollout.server.max_concurrency (or add rollout.server.num_servers)"
+                  if config.rollout.engine == "server" else MemoryPlan.batch_keys)
     plan = MemoryPlan(shapes, lm, rm, gpu_gb * GIB - settings.reserve_gb * GIB, res.gpus_per_learner_rank,
-                      rollout_gpus, resource_table(request, nodes), placement_refusal(bundles, nodes, kinds))
+                      rollout_gpus, resource_table(request, nodes), placement_refusal(bundles, nodes, kinds),
+                      batch_keys=batch_keys, queues=config.rollout.engine == "server" and server.launch == "sglang")
     plan.warnings.extend(capacity_warnings(plan, learner))
+    if config.rollout.engine == "server" and server.launch == "sglang":
+        plan.notes.append(f"rollout: SGLang holds a fixed KV pool (--mem-fraction-static of the GPU) and queues the "
+                          f"requests it cannot hold, so a server needs room for one row ({plan.rollout_need / GIB:.1f} "
+                          f"GiB with the weights); at {rm.prompt_tokens} prompt tokens it holds "
+                          + (f"all {rm.batch} rows in flight at once" if plan.rows_held >= rm.batch else
+                             f"about {plan.rows_held} of its {rm.batch} rows in flight at once, the rest wait"))
     if config.rollout.engine == "server" and server.launch == "none":
         plan.notes.append("rollout: the servers at rollout.server.urls were started outside the run; their GPUs "
                           "are not planned here")
@@ -427,11 +461,11 @@ def capacity_warnings(plan: MemoryPlan, learner: Any) -> list[str]:
             fixes.append("learner.reference=none (kl_coef 0)")
         out.append(f"WARNING: a learner GPU needs {lm.total / GIB:.1f} GiB of "
                    f"{plan.gpu_bytes * _share(plan.learner_gpus) / GIB:.1f} GiB usable; change: " + ", ".join(fixes))
-    if plan.rollout_gpus and rm.total > plan.gpu_bytes * _share(plan.rollout_gpus):
-        out.append(f"WARNING: a rollout inference GPU needs {rm.total / GIB:.1f} GiB of "
+    if plan.rollout_gpus and plan.rollout_need > plan.gpu_bytes * _share(plan.rollout_gpus):
+        out.append(f"WARNING: a rollout inference GPU needs {plan.rollout_need / GIB:.1f} GiB of "
                    f"{plan.gpu_bytes * _share(plan.rollout_gpus) / GIB:.1f} GiB usable (KV cache "
                    f"{rm.kv_cache / GIB:.1f} GiB at {rm.batch} rows x {rm.prompt_tokens} prompt tokens): lower "
-                   "inference.max_batch_size / generator.max_batch_size, generator.prompt.max_prompt_tokens or "
+                   f"{plan.batch_keys}, generator.prompt.max_prompt_tokens or "
                    "generator.sampling.max_new_tokens (plan.prompt_tokens plans for shorter prompts than the bound)"
                    + ("" if not rm.full_logits else ", or take the SampledLogprobs path (plan.full_logits=false)"))
     return out
@@ -468,7 +502,7 @@ def format_plan(plan: MemoryPlan) -> str:
     lines += plan.notes + plan.warnings
     usage = [f"{kind} GPU {total / GIB:.1f} of {plan.gpu_bytes * _share(gpus) / GIB:.1f} GiB"
              for kind, total, gpus in (("learner", lm.total, plan.learner_gpus),
-                                       ("rollout", rm.total, plan.rollout_gpus)) if gpus]
+                                       ("rollout", plan.rollout_need, plan.rollout_gpus)) if gpus]
     lines.append(("FITS" if plan.fits else "DOES NOT FIT") + (f": {', '.join(usage)}" if usage else
                                                              " (no GPUs asked for: nothing to check)"))
     return "\n".join(lines)

@@ -151,11 +151,15 @@ class BundleLayout:
     env: int
     eval_worker: bool = True
     """Whether the layout has the greedy evaluation worker's bundle."""
+    servers: int = -1
+    """First bundle of the inference servers the run launches (rollout.server.launch); -1: none."""
 
 
-def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0, eval_worker: bool = True) -> BundleLayout:
+def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0, eval_worker: bool = True,
+                  servers: tuple[int, float, float] = (0, 0.0, 0.0)) -> BundleLayout:
     """[driver] + learner ranks + rollout inference workers (+ 1 greedy evaluation worker when
-    `eval_worker`: a run with tasks.eval_tasks=0 starts none) + env workers."""
+    `eval_worker`: a run with tasks.eval_tasks=0 starts none) + env workers (+ `servers`:
+    (count, CPUs, GPUs) of launched inference servers, one bundle each)."""
     def bundle(cpus: float, gpus: float) -> dict[str, float]:
         return {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
 
@@ -164,14 +168,21 @@ def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0, eval_worker: b
     bundles += [bundle(res.cpus_per_learner_rank, res.gpus_per_learner_rank)] * res.learner_ranks
     bundles += [bundle(res.cpus_per_inference_worker, res.gpus_per_inference_worker)] * inference_workers
     bundles += [bundle(res.cpus_per_env_worker, 0.0)] * res.num_env_workers
+    first_server = len(bundles) if servers[0] else -1
+    bundles += [bundle(servers[1], servers[2])] * servers[0]
     learner = 1
     inference = learner + res.learner_ranks
-    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + inference_workers, eval_worker)
+    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + inference_workers, eval_worker,
+                        first_server)
 
 
 def run_layout(config: "WebRLConfig") -> BundleLayout:
-    """The bundle layout of a run: its evaluation worker only when it has evaluation tasks."""
-    return bundle_layout(config.resources, eval_worker=config.tasks.eval_tasks > 0)
+    """The bundle layout of a run: its evaluation worker only when it has evaluation tasks, its
+    launched inference servers when rollout.server.launch starts them."""
+    server = config.rollout.server
+    launched = config.rollout.engine == "server" and server.launch != "none"
+    servers = (server.num_servers, server.cpus_per_server, server.gpus_per_server) if launched else (0, 0.0, 0.0)
+    return bundle_layout(config.resources, eval_worker=config.tasks.eval_tasks > 0, servers=servers)
 
 
 def _sft_learner() -> LearnerConfig:
@@ -477,6 +488,10 @@ def _check_server_engine(config: WebRLConfig) -> None:
     if config.generator.sparse_prefill:
         raise ConfigError("generator.sparse_prefill runs in the in-process model's prefill; with rollout.engine=server "
                           "the server does its own prefill: leave generator.sparse_prefill empty")
+    if config.generator.max_batch_size != _default_generator().max_batch_size:
+        raise ConfigError(f"generator.max_batch_size={config.generator.max_batch_size} has no effect with "
+                          f"rollout.engine=server (it chunks the in-process model's batches; a server batches its own "
+                          f"requests): set inference.max_batch_size and rollout.server.max_concurrency instead")
     if config.resources.gpus_per_inference_worker:
         raise ConfigError("resources.gpus_per_inference_worker must be 0 with rollout.engine=server (the servers "
                           "hold the GPUs; the inference worker only sends requests)")

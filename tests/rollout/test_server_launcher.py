@@ -262,20 +262,32 @@ def test_webrl_serve_launched_restarted_and_equal_to_in_process(tmp_path, tiny_q
 @pytest.mark.slow
 def test_run_actors_launch_the_servers_route_requests_to_them_and_stop_them(ray_cluster, tiny_qwen25vl_path,
                                                                              tmp_path):
-    """rollout.server.launch=webrl through RunActors: the run starts `webrl serve` in a server
-    actor, its inference worker answers through it, and close() leaves no server listening."""
+    """rollout.server.launch=webrl through RunActors inside a placement group laid out as a Tune
+    trial's (`run_layout`): the run starts `webrl serve` in a server actor placed in the layout's
+    server bundle, its inference worker answers through it, and close() leaves no server listening."""
     import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
 
     from webrl.actors import RunActors
     from webrl.config import load_config
     from webrl.policy.generator import GeneratorConfig, SamplingConfig
     from webrl.policy.prompt import PromptConfig
-    from webrl.train_config import WebRLConfig
+    from webrl.train_config import WebRLConfig, run_layout
 
     config = load_config(WebRLConfig, "smoke", [f"run.run_dir={tmp_path}", "rollout.engine=server",
                                                 "rollout.server.launch=webrl", "rollout.server.max_concurrency=4",
-                                                "rollout.server.startup_timeout_s=600"])
-    actors = RunActors(config, tmp_path)
+                                                "rollout.server.startup_timeout_s=600",
+                                                "rollout.server.cpus_per_server=0.5",
+                                                "resources.cpus_per_learner_rank=0.25",
+                                                "resources.cpus_per_inference_worker=0.25",
+                                                "resources.cpus_per_env_worker=0.25"])
+    layout = run_layout(config)
+    assert layout.servers == len(layout.bundles) - 1 and layout.bundles[-1] == {"CPU": 0.5}
+    pg = placement_group(layout.bundles)
+    ray.get(pg.ready(), timeout=60)
+    server_bundle = f"CPU_group_{layout.servers}_{pg.id.hex()}"  # what Ray has left of that bundle
+    assert ray.available_resources()[server_bundle] == 0.5
+    actors = RunActors(config, tmp_path, placement_group=pg)
     generator = GeneratorConfig(prompt=PromptConfig(think=False), sampling=SamplingConfig(greedy=True, max_new_tokens=4))
     try:
         (worker,) = actors.start_inference(tiny_qwen25vl_path, generator, index=0)
@@ -284,8 +296,11 @@ def test_run_actors_launch_the_servers_route_requests_to_them_and_stop_them(ray_
         assert httpx.get(url + "/health", timeout=10).status_code == 200
         (decision, version), = ray.get(worker.act_batch.remote([text_request()]))
         assert decision.response_ids and version == 0
+        # the server actor took its bundle of the trial's group, not CPUs beside it
+        assert ray.available_resources().get(server_bundle, 0.0) == 0.0
     finally:
         actors.close()
+        remove_placement_group(pg)
     assert actors._server_actors == [] and wait_for(lambda: not _answers(url), within_s=30)
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 from webrl.rollout.inference import InferenceActor, InferenceConfig
 
 
-def _strategy(placement_group: Any, bundle_index: int) -> dict[str, Any]:
+def bundle_strategy(placement_group: Any, bundle_index: int) -> dict[str, Any]:
     """Actor options that pin an actor to one bundle (none without a placement group)."""
     if placement_group is None:
         return {}
@@ -41,7 +41,7 @@ def start_env_workers(env_config: Any, num_workers: int, *, cpus_per_worker: flo
     from webrl.envs.worker import make_env_worker_actor
 
     return [make_env_worker_actor(env_config, tasks, num_cpus=cpus_per_worker, max_restarts=max_restarts,
-                                  **_strategy(placement_group, bundle_offset + i))
+                                  **bundle_strategy(placement_group, bundle_offset + i))
             for i in range(num_workers)]
 
 
@@ -53,6 +53,6 @@ def start_inference_workers(engine_factory: Callable[[], Any], config: Optional[
     import ray
 
     actor_class = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(InferenceActor)
-    return [actor_class.options(max_concurrency=max_concurrency, **_strategy(placement_group, bundle_offset + i))
+    return [actor_class.options(max_concurrency=max_concurrency, **bundle_strategy(placement_group, bundle_offset + i))
             .remote(engine_factory, config, version)
             for i in range(num_workers)]

@@ -35,8 +35,9 @@ commit 001067ff: model_path -> --model-path, host, port (default 30000), weight_
 mem_fraction_static, tp_size) and the server-arguments page of docs.sglang.io; not run here (no
 SGLang or GPU on the project's CPU machines).
 
-Placement: the actors are scheduled freely (not inside a Tune trial's placement group: its
-layout has no server bundles yet), each reserving `cpus_per_server` / `gpus_per_server`.
+Placement: each actor reserves `cpus_per_server` / `gpus_per_server`; inside a Tune trial it
+takes its own bundle of the trial's placement group (`webrl.train_config.run_layout` ends with
+one bundle per launched server), otherwise it is scheduled freely.
 """
 from __future__ import annotations
 
@@ -298,16 +299,20 @@ class InferenceServer:
                                     f"{self.process.describe()}")
 
 
-def start_server_actors(config: Any, model_path: str, log_root: str | Path) -> tuple[list, list[str]]:
+def start_server_actors(config: Any, model_path: str, log_root: str | Path, placement_group: Any = None,
+                        bundle_offset: int = 0) -> tuple[list, list[str]]:
     """`config.num_servers` Ray actors (`ServerConfig`), each launching one server of
-    `config.launch` on `model_path`; returns (actors, their URLs) once all are healthy."""
+    `config.launch` on `model_path` (server i in bundle `bundle_offset + i` of `placement_group`
+    when one is given); returns (actors, their URLs) once all are healthy."""
     import ray
+
+    from webrl.rollout.placement import bundle_strategy
 
     actor_class = ray.remote(InferenceServerActor)
     options: dict[str, Any] = {"num_cpus": config.cpus_per_server, "max_concurrency": 4}
     if config.gpus_per_server:
         options["num_gpus"] = config.gpus_per_server
-    actors = [actor_class.options(**options).remote(
+    actors = [actor_class.options(**options, **bundle_strategy(placement_group, bundle_offset + i)).remote(
         config.launch, model_path, config.host, config.port + i if config.port else 0, list(config.launch_args),
         str(Path(log_root) / f"server_{i}"), config.startup_timeout_s, config.max_restarts)
         for i in range(config.num_servers)]

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from webrl.config import ConfigError
-from webrl.plan import (GIB, PlanSettings, layer_activation_bytes, learner_memory, load_plan_config, load_shapes,
-                        plan_main, plan_memory, rollout_memory, shapes_from_hf_config, zero_state_bytes)
+from webrl.plan import (GIB, PlanSettings, launch_fraction, layer_activation_bytes, learner_memory, load_plan_config,
+                        load_shapes, plan_main, plan_memory, rollout_memory, shapes_from_hf_config, zero_state_bytes)
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "qwen3_vl_4b_config.json")
 PRESET = "online_mind2web_qwen3vl_4b"
@@ -140,15 +140,30 @@ def test_4b_preset_on_8x80gb_fits_and_its_sglang_servers_queue_at_max_prompt(pre
     # = 60 rows a server, each (32768 + 1024) tokens of KV at 147456 bytes a token
     rm = plan.rollout
     assert rm.batch == 60 and rm.kv_cache == 147456 * 60 * (32768 + 1024)
-    assert plan.queues and plan.rollout_gpus == 1.0
-    # SGLang queues what its KV pool cannot hold, so a server needs one row: weights 2P (8.27 GiB)
-    # + KV 147456 * 33792 (4.64 GiB) + prefill 3 * 2 * 9728 * 32768 (1.78 GiB) + 4 * 4 * 151936 sampled-logit
-    # bytes = 14.69 GiB; (78 - 8.27) GiB / 6.42 GiB a row = 10.9 -> 10 rows of 60 at once
-    one_row = 2 * P_4B + 147456 * 33792 + 3 * 2 * 9728 * 32768 + 4 * 4 * 151936
-    assert plan.rollout_need == pytest.approx(one_row) and round(one_row / GIB, 1) == 14.7
-    assert plan.rows_held == 10
+    assert plan.queues == "pool" and plan.rollout_gpus == 1.0
+    # SGLang keeps weights + KV pool in --mem-fraction-static 0.8 of the 80 GB GPU (64 GiB) and
+    # queues what the pool cannot hold: a server needs the weights 2P (8.27 GiB) and one row's KV,
+    # 147456 * 33792 bytes (4.64 GiB) = 12.91 GiB; (64 - 8.27) GiB / 4.64 GiB = 12.01 -> 12 rows of 60
+    assert plan.pool_bytes == 0.8 * 80 * GIB
+    one_row = 2 * P_4B + 147456 * 33792
+    assert plan.rollout_need == pytest.approx(one_row) and round(one_row / GIB, 1) == 12.9
+    assert plan.rows_held == (0.8 * 80 * GIB - 2 * P_4B) // (147456 * 33792) == 12
     assert plan.fits and not plan.warnings
-    assert "holds about 10 of its 60 rows in flight at once" in plan.notes[0]
+    assert "holds about 12 of its 60 rows in flight at once" in plan.notes[0]
+
+
+def test_launch_fraction_is_read_from_the_launch_args():
+    assert launch_fraction(["--mem-fraction-static", "0.8", "--tp-size", "2"]) == 0.8
+    assert launch_fraction(["--tp-size", "2", "--mem-fraction-static=0.55"]) == 0.55
+    assert launch_fraction(["--tp-size", "2"]) is None
+    for bad in ("abc", "0", "1.5"):
+        with pytest.raises(ConfigError, match="--mem-fraction-static must be a number in"):
+            launch_fraction(["--mem-fraction-static", bad])
+    # without it the pool is planned as the usable GPU (78 GiB): (78 - 8.27) / 4.64 = 15.03 -> 15 rows
+    config = load_plan_config(PRESET, [f"plan.model={FIXTURE}", "rollout.server.launch_args=[]"])
+    plan = plan_memory(config, config.plan)
+    assert plan.pool_bytes == 78 * GIB and plan.rows_held == 15
+    assert "SGLang's own --mem-fraction-static" in plan.notes[0]
 
 
 def test_4b_preset_fits_at_realistic_prompts_and_warns_without_checkpointing():
@@ -180,11 +195,13 @@ def test_plan_main_prints_and_returns_the_verdict(capsys):
     assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.prompt_tokens=4096"]) == 0
     out = capsys.readouterr().out
     assert "learner rank" in out and "KV cache" in out and "\nFITS: learner GPU 33.1 of 78.0 GiB" in out
-    assert "rollout GPU 9.2 of 78.0 GiB" in out and "holds all 60 rows in flight at once" in out
-    # 16 GB GPUs: neither a learner rank (33.1 GiB) nor one server row (14.7 GiB) fits in 14 usable
+    # weights 8.27 GiB + one row of 4096 + 1024 tokens' KV (147456 * 5120 bytes, 0.70 GiB) in a 64 GiB pool
+    assert "rollout GPU 9.0 of 64.0 GiB" in out and "holds all 60 rows in flight at once" in out
+    # 16 GB GPUs: neither a learner rank (33.1 GiB of 14 usable) nor a server's weights and one
+    # 32k-token row (12.9 GiB) in its pool of 0.8 x 16 = 12.8 GiB fits
     assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.gpu_memory_gb=16"]) == 1
     out = capsys.readouterr().out
-    assert "WARNING: a learner GPU" in out and "WARNING: a rollout inference GPU needs 14.7 GiB of 14.0" in out
+    assert "WARNING: a learner GPU" in out and "WARNING: a rollout inference GPU needs 12.9 GiB of 12.8" in out
 
 
 @pytest.mark.parametrize("override,key", [("plan.cluster=nodes.txt", "plan.cluster"),
@@ -247,13 +264,17 @@ def test_the_reference_model_is_partitioned_only_at_zero3():
 
 
 def test_server_rollouts_are_planned_on_the_launched_servers_gpus():
-    # launched `webrl serve` servers (no KV pool, no queue) on 1 GPU each: a server must hold its
-    # whole share of the batch, 60 rows at the worst-case prompt bound, which does not fit
+    # launched `webrl serve` servers answer one request at a time: a server needs one whole row,
+    # weights 8.27 + KV 4.64 + prefill 3 * 2 * 9728 * 32768 bytes (1.78) + sampled logits = 14.7 GiB of 78
     webrl_servers = [f"plan.model={FIXTURE}", "rollout.server.launch=webrl", "rollout.server.launch_args=[]"]
     plan = plan_memory(*_config_and_settings(webrl_servers))
-    assert plan.rollout_gpus == 1.0 and not plan.queues and plan.rollout_need == plan.rollout.total
-    assert not plan.fits and "rollout inference GPU" in plan.warnings[0]
-    assert "rollout.server.max_concurrency (or add rollout.server.num_servers)" in plan.warnings[0]
+    assert plan.rollout_gpus == 1.0 and plan.queues == "serial" and plan.rows_held == 1
+    one_row = 2 * P_4B + 147456 * 33792 + 3 * 2 * 9728 * 32768 + 4 * 4 * 151936
+    assert plan.rollout_need == pytest.approx(one_row) and plan.fits
+    assert "answers one request at a time" in plan.notes[0] and "the other 59 of its 60 wait" in plan.notes[0]
+    # on 12 GB GPUs (10 usable) that row does not fit, and the warning names the server keys
+    plan = plan_memory(*_config_and_settings([*webrl_servers, "plan.gpu_memory_gb=12"]))
+    assert not plan.fits and "rollout.server.max_concurrency (or add rollout.server.num_servers)" in plan.warnings[-1]
     # servers the user started: not planned, and said so (the preset's launch keys back at their defaults)
     urls = [f"plan.model={FIXTURE}", "rollout.server.launch=none", "rollout.server.urls=[http://127.0.0.1:1]",
             "rollout.server.num_servers=1", "rollout.server.gpus_per_server=0", "rollout.server.cpus_per_server=1",
@@ -265,7 +286,7 @@ def test_server_rollouts_are_planned_on_the_launched_servers_gpus():
                   *urls[3:8], "rollout.server.max_concurrency=16", "inference.max_batch_size=16",
                   "resources.num_inference_workers=4", "resources.gpus_per_inference_worker=1"]
     plan = plan_memory(*_config_and_settings(in_process))
-    assert plan.rollout.batch == 16 and not plan.queues and not plan.fits
+    assert plan.rollout.batch == 16 and plan.queues == "" and not plan.fits  # 111 GiB for 16 rows at once
     assert "inference.max_batch_size / generator.max_batch_size" in plan.warnings[0]
 
 

@@ -103,6 +103,15 @@ def test_layout_indices_with_and_without_the_evaluation_worker():
     with_eval, without = bundle_layout(res), bundle_layout(res, eval_worker=False)
     assert (with_eval.learner, with_eval.inference, with_eval.env, len(with_eval.bundles)) == (1, 3, 7, 9)
     assert (without.learner, without.inference, without.env, len(without.bundles)) == (1, 3, 6, 8)
+    # launched servers come last; a server (or any actor) that reserves nothing gets a sliver of a
+    # CPU, since Ray refuses a bundle of zeros
+    from webrl.train_config import MIN_BUNDLE_CPU
+
+    zero_env = ResourcesConfig(num_env_workers=1, cpus_per_env_worker=0.0)
+    layout = bundle_layout(zero_env, eval_worker=False, servers=(2, 0.0, 0.0))
+    assert layout.servers == 4 and layout.bundles[3:] == [{"CPU": MIN_BUNDLE_CPU}] * 3
+    assert all(any(v > 0 for v in b.values()) for b in layout.bundles)
+    assert bundle_layout(res, servers=(1, 4.0, 1.0)).bundles[-1] == {"CPU": 4.0, "GPU": 1.0}
 
 
 def test_the_table_lists_each_kind_its_totals_and_the_nodes():

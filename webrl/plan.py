@@ -48,8 +48,10 @@ pointer model (tiny checkpoints) takes full logits, 4 fp32 copies of (T, V) plus
 Rollout engine per inference GPU: weights d*P; KV cache 2 * L * Hkv * d per token for batch x
 (prompt + new tokens), the batch being min(inference.max_batch_size, generator.max_batch_size) (with
 rollout.engine=server: min(inference.max_batch_size, rollout.server.max_concurrency) spread over the
-servers; SGLang queues what its KV pool cannot hold, so a launched SGLang server fits when one
-row does, and the plan says how many rows it holds at once) and the prompt generator.prompt.max_prompt_tokens unless plan.prompt_tokens says otherwise (left padding
+servers; a launched server queues what it cannot hold, so it fits when one row does: for SGLang
+the weights and one row's KV within --mem-fraction-static of the GPU, prefill in chunks from
+the rest; for `webrl serve`, which answers one request at a time, one whole row; the plan says
+how many rows a server holds at once) and the prompt generator.prompt.max_prompt_tokens unless plan.prompt_tokens says otherwise (left padding
 makes every row as long as the longest); the prefill's peak, one layer's MLP at 3dI per prompt
 token; logits: the SampledLogprobs path holds 4 (B, V) fp32 tensors at a time, transformers'
 `output_logits=True` a (B, new tokens, V) fp32 stack (plan.full_logits=true counts that one).
@@ -350,27 +352,66 @@ class MemoryPlan:
     """What the plan leaves out (printed; they do not decide whether it fits)."""
     batch_keys: str = "inference.max_batch_size / generator.max_batch_size"
     """The settings that bound the rollout batch per GPU (named in its warning)."""
-    queues: bool = False
-    """The rollout engine admits what its KV pool holds and queues the rest (SGLang): it fits
-    when one row does, and `rows_held` of the batch run at once."""
+    queues: str = ""
+    """How the rollout engine holds its batch: "" all rows at once (the in-process engines);
+    "serial" one request at a time, the rest wait (`webrl serve`); "pool" as many rows as its
+    KV pool holds, the rest wait (SGLang: weights and KV pool in `pool_bytes`, prefill in chunks
+    from the rest of the GPU)."""
+    pool_bytes: float = 0.0
+    """queues="pool": the bytes SGLang keeps for the weights and the KV pool."""
+
+    @property
+    def fits(self) -> bool:
+        return self.refusal is None and not self.warnings
+
+    @property
+    def rollout_capacity(self) -> float:
+        """Bytes the rollout's need is checked against: one GPU's usable share, or SGLang's pool."""
+        return self.pool_bytes if self.queues == "pool" else self.gpu_bytes * _share(self.rollout_gpus or 1.0)
 
     @property
     def rollout_need(self) -> float:
-        """Bytes a rollout GPU must hold: the whole batch, or one row where the engine queues."""
+        """Bytes a rollout GPU must hold: the whole batch; one row ("serial"); the weights and one
+        row's KV cache ("pool")."""
         rm = self.rollout
-        return rm.weights + (rm.total - rm.weights) / max(1, rm.batch) if self.queues else rm.total
+        rows = max(1, rm.batch)
+        if self.queues == "serial":
+            return rm.weights + (rm.total - rm.weights) / rows
+        if self.queues == "pool":
+            return rm.weights + rm.kv_cache / rows
+        return rm.total
 
     @property
     def rows_held(self) -> int:
         """Rows of the batch one rollout GPU holds at once (at most the batch)."""
         rm = self.rollout
-        per_row = (rm.total - rm.weights) / max(1, rm.batch)
-        room = self.gpu_bytes * _share(self.rollout_gpus or 1.0) - rm.weights
+        if self.queues == "serial":
+            return 1
+        per_row = (rm.kv_cache if self.queues == "pool" else rm.total - rm.weights) / max(1, rm.batch)
+        room = self.rollout_capacity - rm.weights
         return max(0, min(rm.batch, int(room // per_row))) if per_row > 0 else rm.batch
 
-    @property
-    def fits(self) -> bool:
-        return self.refusal is None and not self.warnings
+
+def launch_fraction(launch_args: Sequence[str]) -> Optional[float]:
+    """SGLang's --mem-fraction-static from launch_args ("--mem-fraction-static", "0.8" or
+    "--mem-fraction-static=0.8"); None when not given (SGLang then picks its own)."""
+    args = [str(a) for a in launch_args]
+    for i, arg in enumerate(args):
+        value = None
+        if arg == "--mem-fraction-static" and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--mem-fraction-static="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            try:
+                fraction = float(value)
+            except ValueError:
+                fraction = -1.0
+            if not 0 < fraction <= 1:
+                raise ConfigError(f"rollout.server.launch_args: --mem-fraction-static must be a number in (0, 1], "
+                                  f"got {value!r}")
+            return fraction
+    return None
 
 
 def cluster_description(settings: PlanSettings) -> tuple[list[dict[str, Any]], float]:
@@ -424,16 +465,27 @@ def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
         server.gpus_per_server if server.launch != "none" else 0.0)  # the servers hold the rollout's GPUs
     batch_keys = ("rollout.server.max_concurrency (or add rollout.server.num_servers)"
                   if config.rollout.engine == "server" else MemoryPlan.batch_keys)
-    plan = MemoryPlan(shapes, lm, rm, gpu_gb * GIB - settings.reserve_gb * GIB, res.gpus_per_learner_rank,
-                      rollout_gpus, resource_table(request, nodes), placement_refusal(bundles, nodes, kinds),
-                      batch_keys=batch_keys, queues=config.rollout.engine == "server" and server.launch == "sglang")
+    usable = gpu_gb * GIB - settings.reserve_gb * GIB
+    launched = server.launch if config.rollout.engine == "server" else "none"
+    fraction = launch_fraction(server.launch_args) if launched == "sglang" else None
+    queues = {"sglang": "pool", "webrl": "serial"}.get(launched, "")
+    plan = MemoryPlan(shapes, lm, rm, usable, res.gpus_per_learner_rank, rollout_gpus,
+                      resource_table(request, nodes), placement_refusal(bundles, nodes, kinds), batch_keys=batch_keys,
+                      queues=queues, pool_bytes=fraction * gpu_gb * GIB if fraction else usable * _share(rollout_gpus or 1.0))
     plan.warnings.extend(capacity_warnings(plan, learner))
-    if config.rollout.engine == "server" and server.launch == "sglang":
-        plan.notes.append(f"rollout: SGLang holds a fixed KV pool (--mem-fraction-static of the GPU) and queues the "
-                          f"requests it cannot hold, so a server needs room for one row ({plan.rollout_need / GIB:.1f} "
-                          f"GiB with the weights); at {rm.prompt_tokens} prompt tokens it holds "
-                          + (f"all {rm.batch} rows in flight at once" if plan.rows_held >= rm.batch else
-                             f"about {plan.rows_held} of its {rm.batch} rows in flight at once, the rest wait"))
+    held = (f"all {rm.batch} rows in flight at once" if plan.rows_held >= rm.batch else
+            f"about {plan.rows_held} of its {rm.batch} rows in flight at once, the rest wait")
+    if queues == "pool":
+        pool = (f"--mem-fraction-static {fraction:g} of the GPU, {plan.pool_bytes / GIB:.1f} GiB" if fraction else
+                f"SGLang's own --mem-fraction-static; planned as the usable {plan.pool_bytes / GIB:.1f} GiB")
+        plan.notes.append(f"rollout: an SGLang server keeps its weights and KV pool in {pool}, and queues the "
+                          f"requests the pool cannot hold (prefill runs in chunks from the rest of the GPU): it "
+                          f"needs the weights and one row's KV ({plan.rollout_need / GIB:.1f} GiB); at "
+                          f"{rm.prompt_tokens} prompt tokens it holds {held}")
+    elif queues == "serial":
+        plan.notes.append(f"rollout: `webrl serve` answers one request at a time, so a server needs one row "
+                          f"({plan.rollout_need / GIB:.1f} GiB with the weights) and the other {rm.batch - 1} of its "
+                          f"{rm.batch} wait")
     if config.rollout.engine == "server" and server.launch == "none":
         plan.notes.append("rollout: the servers at rollout.server.urls were started outside the run; their GPUs "
                           "are not planned here")
@@ -461,9 +513,9 @@ def capacity_warnings(plan: MemoryPlan, learner: Any) -> list[str]:
             fixes.append("learner.reference=none (kl_coef 0)")
         out.append(f"WARNING: a learner GPU needs {lm.total / GIB:.1f} GiB of "
                    f"{plan.gpu_bytes * _share(plan.learner_gpus) / GIB:.1f} GiB usable; change: " + ", ".join(fixes))
-    if plan.rollout_gpus and plan.rollout_need > plan.gpu_bytes * _share(plan.rollout_gpus):
+    if plan.rollout_gpus and plan.rollout_need > plan.rollout_capacity:
         out.append(f"WARNING: a rollout inference GPU needs {plan.rollout_need / GIB:.1f} GiB of "
-                   f"{plan.gpu_bytes * _share(plan.rollout_gpus) / GIB:.1f} GiB usable (KV cache "
+                   f"{plan.rollout_capacity / GIB:.1f} GiB usable (KV cache "
                    f"{rm.kv_cache / GIB:.1f} GiB at {rm.batch} rows x {rm.prompt_tokens} prompt tokens): lower "
                    f"{plan.batch_keys}, generator.prompt.max_prompt_tokens or "
                    "generator.sampling.max_new_tokens (plan.prompt_tokens plans for shorter prompts than the bound)"
@@ -488,7 +540,7 @@ def format_plan(plan: MemoryPlan) -> str:
                         (f"activations, checkpointing ({ckpt})", lm.activations_checkpointed),
                         ("log-prob path", lm.logprobs), ("total", lm.total)):
         lines.append(f"{name:<44}{gib(value)}")
-    lines += ["", f"{'per rollout inference GPU':<44}{'GiB':>10}"]
+    lines += ["", f"{f'per rollout inference GPU, {rm.batch} rows at once':<44}{'GiB':>10}"]
     for name, value in (("weights", rm.weights), ("KV cache", rm.kv_cache), ("prefill peak (one MLP)", rm.prefill),
                         (f"logits, SampledLogprobs ({'not counted' if rm.full_logits else 'counted'})",
                          rm.logits_sampled),
@@ -500,9 +552,10 @@ def format_plan(plan: MemoryPlan) -> str:
     if plan.refusal:
         lines.append(f"DOES NOT FIT: cannot be placed: {plan.refusal}")
     lines += plan.notes + plan.warnings
-    usage = [f"{kind} GPU {total / GIB:.1f} of {plan.gpu_bytes * _share(gpus) / GIB:.1f} GiB"
-             for kind, total, gpus in (("learner", lm.total, plan.learner_gpus),
-                                       ("rollout", plan.rollout_need, plan.rollout_gpus)) if gpus]
+    usage = [f"{kind} GPU {total / GIB:.1f} of {capacity / GIB:.1f} GiB"
+             for kind, total, capacity, gpus in (
+                 ("learner", lm.total, plan.gpu_bytes * _share(plan.learner_gpus or 1.0), plan.learner_gpus),
+                 ("rollout", plan.rollout_need, plan.rollout_capacity, plan.rollout_gpus)) if gpus]
     lines.append(("FITS" if plan.fits else "DOES NOT FIT") + (f": {', '.join(usage)}" if usage else
                                                              " (no GPUs asked for: nothing to check)"))
     return "\n".join(lines)

@@ -6,8 +6,9 @@
     wait_for(refs, timeout_s, "4 learner ranks to start")  # ray.get with a deadline and a named wait
 
 A run asks for one bundle per actor it starts (`request_rows`; training: learner ranks, rollout
-inference workers, the greedy evaluation worker when there are evaluation tasks, env workers;
-`webrl sft` and `webrl eval` ask only for what they start). Ray waits forever for
+inference workers, the greedy evaluation worker when there are evaluation tasks, env workers,
+the inference servers of rollout.server.launch; `webrl sft` and `webrl eval` ask only for what
+they start). Ray waits forever for
 resources it does not have (`placement_group.ready()`, an actor that cannot be scheduled), so
 `RunActors.start_ray` compares the request with the cluster's nodes first and refuses, in
 seconds, a run that cannot be placed, naming the settings to change.

@@ -155,13 +155,19 @@ class BundleLayout:
     """First bundle of the inference servers the run launches (rollout.server.launch); -1: none."""
 
 
+MIN_BUNDLE_CPU = 0.01
+"""The CPU of a bundle whose actor reserves no CPU and no GPU (`ray.util.placement_group`
+refuses bundles with only zero resources)."""
+
+
 def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0, eval_worker: bool = True,
                   servers: tuple[int, float, float] = (0, 0.0, 0.0)) -> BundleLayout:
     """[driver] + learner ranks + rollout inference workers (+ 1 greedy evaluation worker when
     `eval_worker`: a run with tasks.eval_tasks=0 starts none) + env workers (+ `servers`:
     (count, CPUs, GPUs) of launched inference servers, one bundle each)."""
     def bundle(cpus: float, gpus: float) -> dict[str, float]:
-        return {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
+        # Ray refuses a bundle of zeros; an actor that reserves nothing still gets a sliver
+        return {"CPU": cpus if cpus or gpus else MIN_BUNDLE_CPU, **({"GPU": gpus} if gpus else {})}
 
     inference_workers = res.num_inference_workers + (1 if eval_worker else 0)
     bundles = [bundle(driver_cpus, 0.0)]

@@ -10,8 +10,9 @@ sync); its metrics are the trainer's (`reward/mean`, `reward/success_rate`, `kl`
 `trainer.eval_every` also `eval_success`). `save_checkpoint` writes the learner state and the
 iteration; `load_checkpoint` restores them into a freshly set up trial (Tune's restore after a
 failure, PBT exploits). `default_resource_request` reserves one placement group per trial that
-covers the trial's driver, learner ranks, inference workers (rollout + greedy eval) and env
-workers (`webrl.train_config.run_layout`); `setup` hands that group
+covers the trial's driver, learner ranks, inference workers (rollout + greedy eval), env
+workers and the inference servers the run launches (`rollout.server.launch`;
+`webrl.train_config.run_layout`); `setup` hands that group
 (`ray.util.get_current_placement_group()`) to the Trainer, which puts every actor into its bundle.
 
 Choices where the issue is silent: the trial's run folder is the trial's own directory

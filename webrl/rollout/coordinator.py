@@ -127,8 +127,11 @@ class RolloutConfig:
             raise ValueError("rollout.engine=server needs servers: rollout.server.urls (the base URLs of servers you "
                              "started) or rollout.server.launch=webrl|sglang (the run starts them)")
         if self.engine != "server" and self.server != ServerConfig():
-            raise ValueError("rollout.server.* is set but rollout.engine is not 'server'; set rollout.engine=server "
-                             "or leave rollout.server at its defaults")
+            default = ServerConfig()
+            changed = [f"rollout.server.{name}={getattr(self.server, name)!r}" for name in ServerConfig.__dataclass_fields__
+                       if getattr(self.server, name) != getattr(default, name)]
+            raise ValueError(f"rollout.server.* is set but rollout.engine is not 'server' ({', '.join(changed)}); set "
+                             f"rollout.engine=server or leave these keys at their defaults")
         b = self.balanced
         if b.enabled and not b.min_group <= self.group_size <= b.max_group:
             raise ValueError(f"rollout.group_size={self.group_size} must lie in [rollout.balanced.min_group, "

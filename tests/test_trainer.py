@@ -319,6 +319,25 @@ def test_a_resumed_run_keeps_the_estimates_counts_under_its_own_prior(tmp_path):
     assert trainer.estimates.estimate("shop/l1/train/add_to_cart") == pytest.approx(1.4 / 5)
 
 
+def test_balanced_rollout_runs_with_evaluation_tasks(tmp_path):
+    """The evaluation's one-episode (and sampled) coordinators leave balanced rollout out: its
+    group-size bounds (min_group 2) had refused group_size=1 and the run died before iteration 1."""
+    from webrl.rollout.balanced import BalancedRolloutConfig
+    from webrl.run_parts import evaluation_rollout
+    from webrl.trainer import Trainer
+
+    config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "trainer.iterations=1",
+                                              "tasks.tasks_per_iteration=2", "rollout.group_size=2",
+                                              "tasks.eval_tasks=2", "eval.samples_per_task=2", "rollout.max_turns=2",
+                                              "rollout.balanced.enabled=true", "rollout.balanced.candidate_factor=2"])
+    greedy = evaluation_rollout(config.rollout, 1)
+    assert greedy.group_size == 1 and greedy.balanced == BalancedRolloutConfig() and config.rollout.balanced.enabled
+    Trainer(config, actors=LocalActors()).fit()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in rows if r.get("stage") == "eval"] == ["before", "after"]
+    assert [r["iteration"] for r in rows if "balanced/min_group" in r] == [1]
+
+
 def test_balanced_rollout_is_refused_in_async_mode():
     with pytest.raises(ConfigError, match="rollout.balanced.enabled plans the tasks of a sync iteration"):
         load_config(WebRLConfig, None, ["rollout.balanced.enabled=true", "rollout.mode=async"])

@@ -40,6 +40,14 @@ class RunParts:
     collector: Any = None
 
 
+def evaluation_rollout(rollout: Any, group_size: int) -> Any:
+    """The rollout settings of an evaluation: `group_size` episodes per task, and no balanced
+    adaptive rollout (an evaluation runs the tasks it is given; it draws and plans nothing)."""
+    from webrl.rollout.balanced import BalancedRolloutConfig
+
+    return dataclasses.replace(rollout, group_size=group_size, balanced=BalancedRolloutConfig())
+
+
 def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path, log: Callable,
                 rollout: bool, iteration: int = 0) -> RunParts:
     """Rewards, task sources, env workers, inference workers, coordinators and the evaluator.
@@ -55,7 +63,7 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
         greedy = dataclasses.replace(cfg.generator, sampling=dataclasses.replace(cfg.generator.sampling, greedy=True))
         greedy_worker = actors.start_inference(model_path, greedy, res.num_inference_workers,
                                                endpoint=bool(cfg.eval.endpoint) and not rollout)
-        greedy_coordinator = RolloutCoordinator(slots, greedy_worker, dataclasses.replace(cfg.rollout, group_size=1),
+        greedy_coordinator = RolloutCoordinator(slots, greedy_worker, evaluation_rollout(cfg.rollout, 1),
                                                 on_trajectory=None if rollout else trajectory_log,
                                                 progress=ProgressBar())
     sampler: list = []
@@ -67,7 +75,7 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
     sampled = None
     if cfg.eval.samples_per_task and cfg.tasks.eval_tasks:  # the rollout's sampler; its own when only evaluating
         sampler = sampler or actors.start_inference(model_path, cfg.generator, 0)
-        sampled = RolloutCoordinator(slots, sampler, dataclasses.replace(cfg.rollout, group_size=cfg.eval.samples_per_task),
+        sampled = RolloutCoordinator(slots, sampler, evaluation_rollout(cfg.rollout, cfg.eval.samples_per_task),
                                      on_trajectory=None, progress=ProgressBar())
     evaluator = Evaluator(eval_source, greedy_coordinator, lambda t: score_trajectories(reward_fn, t), log,
                           run_dir / "eval_outcomes.jsonl", tasks=cfg.tasks.eval_tasks, seed=cfg.run.seed,

@@ -285,8 +285,10 @@ def test_run_actors_launch_the_servers_route_requests_to_them_and_stop_them(ray_
     assert layout.servers == len(layout.bundles) - 1 and layout.bundles[-1] == {"CPU": 0.5}
     pg = placement_group(layout.bundles)
     ray.get(pg.ready(), timeout=60)
-    server_bundle = f"CPU_group_{layout.servers}_{pg.id.hex()}"  # what Ray has left of that bundle
-    assert ray.available_resources()[server_bundle] == 0.5
+    # what Ray has left of the server's bundle; Ray's resource view lags behind pg.ready(), and it
+    # leaves out a resource with nothing left
+    server_bundle = f"CPU_group_{layout.servers}_{pg.id.hex()}"
+    assert wait_for(lambda: ray.available_resources().get(server_bundle) == 0.5, within_s=60)
     actors = RunActors(config, tmp_path, placement_group=pg)
     generator = GeneratorConfig(prompt=PromptConfig(think=False), sampling=SamplingConfig(greedy=True, max_new_tokens=4))
     try:
@@ -297,7 +299,8 @@ def test_run_actors_launch_the_servers_route_requests_to_them_and_stop_them(ray_
         (decision, version), = ray.get(worker.act_batch.remote([text_request()]))
         assert decision.response_ids and version == 0
         # the server actor took its bundle of the trial's group, not CPUs beside it
-        assert ray.available_resources().get(server_bundle, 0.0) == 0.0
+        assert wait_for(lambda: ray.available_resources().get(server_bundle, 0.0) == 0.0, within_s=60)
+        assert ray.cluster_resources()[server_bundle] == 0.5  # the bundle is there, all of it in use
     finally:
         actors.close()
         remove_placement_group(pg)

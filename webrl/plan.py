@@ -51,9 +51,9 @@ rollout.engine=server: min(inference.max_batch_size, rollout.server.max_concurre
 servers; a launched server queues what it cannot hold, so it fits when one row does: for SGLang
 the weights and one row's KV within --mem-fraction-static of the GPU, prefill in chunks from
 the rest; for `webrl serve`, which answers one request at a time, one whole row; the plan says
-how many rows a server holds at once) and the prompt generator.prompt.max_prompt_tokens unless plan.prompt_tokens says otherwise (left padding
-makes every row as long as the longest); the prefill's peak, one layer's MLP at 3dI per prompt
-token; logits: the SampledLogprobs path holds 4 (B, V) fp32 tensors at a time, transformers'
+how many rows a server holds at once) and the prompt generator.prompt.max_prompt_tokens unless
+plan.prompt_tokens says otherwise (left padding makes every row as long as the longest); the
+prefill's peak, one layer's MLP at 3dI per prompt token; logits: the SampledLogprobs path holds 4 (B, V) fp32 tensors at a time, transformers'
 `output_logits=True` a (B, new tokens, V) fp32 stack (plan.full_logits=true counts that one).
 Not counted: the CUDA context and allocator fragmentation (plan.reserve_gb is kept free for them),
 vision activations in the rollout prefill, DeepSpeed's communication buckets.
@@ -395,23 +395,18 @@ class MemoryPlan:
 def launch_fraction(launch_args: Sequence[str]) -> Optional[float]:
     """SGLang's --mem-fraction-static from launch_args ("--mem-fraction-static", "0.8" or
     "--mem-fraction-static=0.8"); None when not given (SGLang then picks its own)."""
-    args = [str(a) for a in launch_args]
-    for i, arg in enumerate(args):
-        value = None
-        if arg == "--mem-fraction-static" and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith("--mem-fraction-static="):
-            value = arg.split("=", 1)[1]
-        if value is not None:
-            try:
-                fraction = float(value)
-            except ValueError:
-                fraction = -1.0
-            if not 0 < fraction <= 1:
-                raise ConfigError(f"rollout.server.launch_args: --mem-fraction-static must be a number in (0, 1], "
-                                  f"got {value!r}")
-            return fraction
-    return None
+    args = [part for a in map(str, launch_args) for part in (a.split("=", 1) if a.startswith("--") else [a])]
+    if "--mem-fraction-static" not in args[:-1]:
+        return None
+    value = args[args.index("--mem-fraction-static") + 1]
+    try:
+        fraction = float(value)
+    except ValueError:
+        fraction = -1.0
+    if not 0 < fraction <= 1:
+        raise ConfigError(f"rollout.server.launch_args: --mem-fraction-static must be a number in (0, 1], "
+                          f"got {value!r}")
+    return fraction
 
 
 def cluster_description(settings: PlanSettings) -> tuple[list[dict[str, Any]], float]:
@@ -471,11 +466,12 @@ def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
     queues = {"sglang": "pool", "webrl": "serial"}.get(launched, "")
     plan = MemoryPlan(shapes, lm, rm, usable, res.gpus_per_learner_rank, rollout_gpus,
                       resource_table(request, nodes), placement_refusal(bundles, nodes, kinds), batch_keys=batch_keys,
-                      queues=queues, pool_bytes=fraction * gpu_gb * GIB if fraction else usable * _share(rollout_gpus or 1.0))
+                      queues=queues, pool_bytes=0.0 if queues != "pool" else
+                      fraction * gpu_gb * GIB if fraction else usable * _share(rollout_gpus or 1.0))
     plan.warnings.extend(capacity_warnings(plan, learner))
-    held = (f"all {rm.batch} rows in flight at once" if plan.rows_held >= rm.batch else
-            f"about {plan.rows_held} of its {rm.batch} rows in flight at once, the rest wait")
     if queues == "pool":
+        held = (f"all {rm.batch} rows in flight at once" if plan.rows_held >= rm.batch else
+                f"about {plan.rows_held} of its {rm.batch} rows in flight at once, the rest wait")
         pool = (f"--mem-fraction-static {fraction:g} of the GPU, {plan.pool_bytes / GIB:.1f} GiB" if fraction else
                 f"SGLang's own --mem-fraction-static; planned as the usable {plan.pool_bytes / GIB:.1f} GiB")
         plan.notes.append(f"rollout: an SGLang server keeps its weights and KV pool in {pool}, and queues the "

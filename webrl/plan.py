@@ -53,8 +53,9 @@ the weights and one row's KV within --mem-fraction-static of the GPU, prefill in
 the rest; for `webrl serve`, which answers one request at a time, one whole row; the plan says
 how many rows a server holds at once) and the prompt generator.prompt.max_prompt_tokens unless
 plan.prompt_tokens says otherwise (left padding makes every row as long as the longest); the
-prefill's peak, one layer's MLP at 3dI per prompt token; logits: the SampledLogprobs path holds 4 (B, V) fp32 tensors at a time, transformers'
-`output_logits=True` a (B, new tokens, V) fp32 stack (plan.full_logits=true counts that one).
+prefill's peak, one layer's MLP at 3dI per prompt token; logits: the SampledLogprobs path holds
+4 (B, V) fp32 tensors at a time, transformers' `output_logits=True` a (B, new tokens, V) fp32
+stack (plan.full_logits=true counts that one).
 Not counted: the CUDA context and allocator fragmentation (plan.reserve_gb is kept free for them),
 vision activations in the rollout prefill, DeepSpeed's communication buckets.
 """

@@ -1,5 +1,6 @@
 """Credit assignment side by side: GRPO, step-level GRPO (GiGPO), PPO, balanced adaptive rollout
-and Dyna-GRPO (`dyna.*`, its defaults) on the same task mix, seeds and iterations, in one run of
+and Dyna-GRPO (`dyna.*` at its defaults, and with `dyna.train_collected`, which also trains a
+SimRollout iteration's collected batch) on the same task mix, seeds and iterations, in one run of
 this script.
 
     .venv/bin/python benchmarks/credit_assignment.py [--methods grpo grpo_step ppo grpo_balanced grpo_dyna]
@@ -36,6 +37,7 @@ METHODS: dict[str, list[str]] = {
     "ppo": ["learner.objective=ppo", "learner.value_head=true"],
     "grpo_balanced": ["rollout.balanced.enabled=true"],
     "grpo_dyna": ["dyna.enabled=true"],
+    "grpo_dyna_collected": ["dyna.enabled=true", "dyna.train_collected=true"],
 }
 """Method name -> the overrides that select it (on top of the config and the user's overrides)."""
 

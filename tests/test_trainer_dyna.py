@@ -80,24 +80,31 @@ class ChromiumActors(LocalActors):
         self.closed = True
 
 
-@pytest.mark.browser
-@pytest.mark.slow
-def test_one_simrollout_iteration_then_one_grpo_iteration_from_the_config(tmp_path):
+def run_dyna(tmp_path, seed: int, overrides: list[str]):
+    """A Dyna-GRPO run from the config on ChromiumActors (one refined state per SimRollout
+    iteration, joint_group A', 2 turns, no evaluation): its RL metric rows and the actors."""
     import torch
 
     from webrl.trainer import Trainer
-    from webrl.types import load_trajectories
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = load_config(WebRLConfig, None, [
-        f"run.run_dir={tmp_path}", "trainer.iterations=2", "tasks.tasks_per_iteration=1", "rollout.group_size=2",
-        "rollout.max_turns=2", "tasks.eval_tasks=0", "trainer.checkpoint_every=2", "dyna.enabled=true",
-        "dyna.every=2", "dyna.states_per_iteration=1", "dyna.refine_advantage=joint_group"])
+        f"run.run_dir={tmp_path}", "rollout.max_turns=2", "tasks.eval_tasks=0", "dyna.enabled=true",
+        "dyna.states_per_iteration=1", "dyna.refine_advantage=joint_group", *overrides])
     actors = ChromiumActors(config)
     Trainer(config, actors=actors).fit()
-
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    sim, grpo = [r for r in rows if "iteration" in r and "stage" not in r]
+    return config, [r for r in rows if "iteration" in r and "stage" not in r], actors
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_one_simrollout_iteration_then_one_grpo_iteration_from_the_config(tmp_path):
+    from webrl.types import load_trajectories
+
+    _, (sim, grpo), actors = run_dyna(tmp_path, 0, [
+        "trainer.iterations=2", "tasks.tasks_per_iteration=1", "rollout.group_size=2", "trainer.checkpoint_every=2",
+        "dyna.every=2"])
     # iteration 0 is SimRollout (0 % 2 == 0), iteration 1 plain GRPO
     assert sim["dyna/sim_iteration"] == 1.0 and not any(k.startswith("dyna/") for k in grpo)
     assert sim["dyna/states_simulated"] == 1.0 and sim["dyna/refined_episodes"] == 1.0
@@ -117,3 +124,33 @@ def test_one_simrollout_iteration_then_one_grpo_iteration_from_the_config(tmp_pa
     else:  # every reward of the state's group and its refinement equal: nothing to learn, no update
         assert sim.get("skipped_update") == 1.0 and learner.scored == []
     assert grpo["kept_trajectories"] in (0.0, 2.0) and "dyna/sim_env_steps" not in grpo
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_train_collected_trains_the_collected_batch_beside_the_refined_samples(tmp_path):
+    from webrl.credit import trajectories_to_samples
+    from webrl.reward import build_reward, score_trajectories
+    from webrl.types import load_trajectories
+
+    config, (sim,), actors = run_dyna(tmp_path, 1, [
+        "trainer.iterations=1", "tasks.tasks_per_iteration=2", "rollout.group_size=3", "trainer.checkpoint_every=1",
+        "dyna.train_collected=true"])
+    assert sim["dyna/sim_iteration"] == 1.0
+    # the collected batch as logged (in finishing order, before scoring), scored as the run scored it:
+    # its GRPO samples are what a plain GRPO iteration would train
+    collected = load_trajectories(next((tmp_path / "trajectories").glob("*.jsonl")))
+    assert len(collected) == 6
+    score_trajectories(build_reward(config.reward), collected)
+    expected, _ = trajectories_to_samples(collected, "grpo", config.learner.objective_config)
+    assert sim["samples"] == len(expected) + sim["dyna/refine_samples"]
+    (learner,) = actors.learners
+    if not sim["samples"]:  # no group with reward variance and no refined sample: nothing to update
+        assert sim.get("skipped_update") == 1.0 and learner.updates == []
+        return
+    (update,) = learner.updates
+    key = lambda s: (tuple(s.prompt_ids), tuple(s.response_ids), round(s.advantage, 5))  # noqa: E731
+    head, tail = update[:len(expected)], update[len(expected):]
+    assert sorted(map(key, head)) == sorted(map(key, expected))  # the collected batch, first
+    assert len(tail) == sim["dyna/refine_samples"]  # then the refined responses, their own trajectories
+    assert all(s.trajectory_index > max((e.trajectory_index for e in head), default=-1) for s in tail)

@@ -3,7 +3,8 @@
     fit():   evaluate "before" -> [sft_stage] -> step() x trainer.iterations -> evaluate "after" -> table
     step():  draw tasks (balanced rollout: plan tasks and group sizes from success estimates)
              -> collect G trajectories per task -> reward -> credit (trajectories -> samples;
-             on a Dyna-GRPO SimRollout iteration: refined responses on the plain prompts instead)
+             on a Dyna-GRPO SimRollout iteration: refined responses on the plain prompts instead,
+             or beside them with dyna.train_collected)
              -> learner.update -> sync weights (version += 1) -> log (-> evaluate every N)
 
 The pieces it composes, each readable on its own: `RunActors` (Ray and every actor),
@@ -43,6 +44,7 @@ from webrl.recipes.sft import sft_stage
 from webrl.reward import reward_metrics, score_trajectories
 from webrl.rollout.balanced import (SuccessEstimates, family_key, informative_groups, plan_metrics, plan_rollouts,
                                     update_estimates)
+from webrl.rollout.dyna import SimRollout, alongside, choose_states, refined_samples, with_plain_logprobs
 from webrl.run_log import RunLog
 from webrl.run_parts import RunParts, start_parts
 from webrl.task_sources import draw_tasks, task_rng
@@ -118,10 +120,12 @@ class Trainer:
         if cfg.rollout.balanced.enabled:
             update_estimates(self.estimates, trajectories, success_threshold(cfg))
         informative = informative_groups(trajectories)
-        if cfg.dyna.is_sim_iteration(self.iteration):  # Dyna-GRPO: refine with the real future states
-            samples, credit = self._sim_rollout(tasks, trajectories)
-        else:
-            samples, credit = trajectories_to_samples(trajectories, cfg.learner.objective, cfg.learner.objective_config)
+        sim = cfg.dyna.is_sim_iteration(self.iteration)  # Dyna-GRPO: refine with the real future states
+        samples, credit = ([], {}) if sim and not cfg.dyna.train_collected else trajectories_to_samples(
+            trajectories, cfg.learner.objective, cfg.learner.objective_config)
+        if sim:
+            refined, dyna_metrics = self._sim_rollout(tasks, trajectories)
+            samples, credit = alongside(samples, refined), {**credit, **dyna_metrics}
         t1 = time.monotonic()
         learn = self.learner.update(samples) if samples else {"skipped_update": 1.0}
         self.actors.sync_weights(self.learner, self.learner.policy_version)
@@ -147,8 +151,6 @@ class Trainer:
         trajectories with the real future states their responses led to, run and score the refined
         episodes, and return the refined responses as samples on the plain prompts (advantage A',
         old log-probs recomputed by the learner on those prompts) with the phase's metrics."""
-        from webrl.rollout.dyna import SimRollout, choose_states, refined_samples, with_plain_logprobs
-
         cfg, t0 = self.config, time.monotonic()
         rng = random.Random(f"dyna:{cfg.run.seed}:{self.iteration}")  # depends only on (seed, iteration), as draws do
         states = choose_states(trajectories, cfg.dyna.states_per_iteration, rng)

@@ -80,3 +80,16 @@ def test_report_rereads_the_run_folders(ca, tmp_path):
     assert ca.main(["--out", str(out), "--report"]) == 0
     (got,) = json.loads((out / "results.json").read_text())["results"]
     assert (got["after"], got["up"], got["wall_s"], got["informative_per_min"]) == (0.75, 1, 9.0, 2.0)
+
+
+def test_every_method_selects_what_it_names_in_the_default_config(ca):
+    from webrl.config import load_config
+    from webrl.train_config import WebRLConfig
+
+    configs = {m: load_config(WebRLConfig, "default", overrides) for m, overrides in ca.METHODS.items()}
+    assert configs["grpo"].learner.objective == "grpo" and not configs["grpo"].dyna.enabled
+    assert configs["ppo"].learner.objective == "ppo" and configs["ppo"].learner.value_head
+    assert configs["grpo_step"].learner.grpo.step.weight == 1.0
+    assert configs["grpo_balanced"].rollout.balanced.enabled
+    assert configs["grpo_dyna"].dyna.enabled and not configs["grpo_dyna"].dyna.train_collected
+    assert configs["grpo_dyna_collected"].dyna.enabled and configs["grpo_dyna_collected"].dyna.train_collected

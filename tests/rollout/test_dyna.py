@@ -8,8 +8,8 @@ import random
 import pytest
 
 from webrl.actions import Action
-from webrl.rollout.dyna import (FUTURE_HEADER, DynaConfig, SimRollout, SimState, choose_states, future_block,
-                                plain_request, refine_request, refined_samples)
+from webrl.rollout.dyna import (FUTURE_HEADER, DynaConfig, SimRollout, SimState, alongside, choose_states,
+                                future_block, plain_request, refine_request, refined_samples)
 from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
 
 
@@ -101,6 +101,22 @@ def test_refined_samples_train_the_refined_response_on_the_plain_prompt():
     joint, _ = refined_samples(states, trajectories, DynaConfig(enabled=True, refine_advantage="joint_group"))
     # g: union [0, 0, 1]: (1 - 1/3) / (std 0.57735 + 1e-6); h: union [1, 1, 1] has no spread -> 0, left out
     assert [round(s.advantage, 4) for s in joint] == [round((2 / 3) / (0.5773503 + 1e-6), 4)]
+
+
+def test_alongside_moves_refined_samples_past_the_collected_trajectories():
+    from webrl.learner.samples import LearnerSample
+
+    def sample(traj, group, adv):
+        return LearnerSample(prompt_ids=[1], response_ids=[2], advantage=adv, group_index=group, trajectory_index=traj)
+
+    # collected: trajectories 0, 0, 3 (groups 0, 0, 1), e.g. after a zero-variance group was dropped
+    collected = [sample(0, 0, 0.5), sample(0, 0, 0.5), sample(3, 1, -0.5)]
+    refined = [sample(0, 0, 1.0), sample(1, 2, -1.0)]  # refined_samples numbers them 0, 1
+    out = alongside(collected, refined)
+    assert out[:3] == collected  # untouched, in order
+    # shifted by max + 1: trajectories 4 and 5, groups 2 and 4; advantages kept
+    assert [(s.trajectory_index, s.group_index, s.advantage) for s in out[3:]] == [(4, 2, 1.0), (5, 4, -1.0)]
+    assert alongside([], refined) == refined and alongside(collected, []) == collected
 
 
 def test_with_plain_logprobs_asks_the_learner_for_the_plain_prompts():

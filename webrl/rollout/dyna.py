@@ -47,7 +47,11 @@ were readable here) and why:
 - It rides in the task text of the refine prompt: the PromptBuilder has no block of its own for
   it (an `Observation` field would be cleaner; webrl/policy/prompt.py is not this module's).
 - The SimRollout iteration trains only on the refined samples (simulation improvement); the
-  other iterations are plain GRPO (policy improvement), alternating by `dyna.every`.
+  other iterations are plain GRPO (policy improvement), alternating by `dyna.every`. Our option
+  `dyna.train_collected` (off by default) also trains the SimRollout iteration's collected batch
+  with GRPO, so no outcome reward is left untrained: at the defaults a SimRollout iteration
+  refines 2 states and keeps 0-1 refined samples, which left every other iteration's 3-6
+  informative groups unused (measured in benchmarks/credit_assignment.py).
 
 - Refined episodes ignore rollout.stop_after_parse_failures (they end at the env's end or at
   max_turns) and are not written to the run's trajectory log (the viewer shows collected groups).
@@ -95,6 +99,10 @@ class DynaConfig:
     """A' rule (`webrl.algos.dyna.REFINE_ADVANTAGES`): beat_both | joint_group."""
     summary_elements: int = 5
     """Element lines quoted per future state in the refine prompt."""
+    train_collected: bool = False
+    """Also train the SimRollout iteration's own collected batch (its GRPO samples beside the
+    refined ones, `alongside`). Off: the paper's alternation, where that batch only supplies the
+    states to refine and its outcome rewards go untrained (half of the iterations' batches)."""
 
     def __post_init__(self) -> None:
         for name in ("every", "states_per_iteration", "horizon", "refinements"):
@@ -342,6 +350,20 @@ def refined_samples(states: Sequence[SimState], trajectories: Sequence[Trajector
                     "dyna/sim_env_steps": float(sum(s.env_steps for s in states)),
                     "dyna/refine_samples": float(len(samples))})
     return samples, metrics
+
+
+def alongside(collected: Sequence[Any], refined: Sequence[Any]) -> list:
+    """One update's samples: the collected batch's GRPO samples, then the refined ones, whose
+    trajectory_index and group_index move past the collected ones' (a refined episode is its own
+    trajectory: "traj-mean-token-mean" aggregation weighs it as one, not as part of collected
+    trajectory i). Indices are shifted, not renumbered, so refined samples of one state stay
+    together."""
+    if not collected:
+        return list(refined)
+    t0 = max(s.trajectory_index for s in collected) + 1
+    g0 = max(s.group_index for s in collected) + 1
+    return [*collected, *(dataclasses.replace(s, trajectory_index=t0 + s.trajectory_index, group_index=g0 + s.group_index)
+                          for s in refined)]
 
 
 def with_plain_logprobs(samples: Sequence[Any], learner: Any) -> list:

@@ -74,16 +74,9 @@ def test_ray_actor_shell(run_dir, fixture_server):
     import ray
 
     from webrl.envs import make_env_worker_actor
+    from webrl.ray_local import start_local_ray
 
-    for attempt in range(2):  # Ray gives its raylet a fixed 30 s to start: retry on a loaded box
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                     _temp_dir=tempfile.mkdtemp(prefix="ray", dir=run_dir))
-            break
-        except Exception:
-            ray.shutdown()
-            if attempt == 1:
-                raise
+    start_local_ray(2, tempfile.mkdtemp(prefix="ray", dir=run_dir))  # on loopback, retried on a loaded box
     try:
         actor = make_env_worker_actor({"num_slots": 2, "env": SMALL}, num_cpus=1, max_restarts=1)
         assert ray.get(actor.ping.remote(), timeout=120)

@@ -1,7 +1,9 @@
 """Ray Jobs: `ray job submit --working-dir . -- python examples/train_online_mind2web.py --config
 smoke ...` against a `ray start --head` this test starts (and alone stops) on 127.0.0.1."""
+import ipaddress
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port, stop_started
+from webrl.ray_local import CLUSTER_MODE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 # what --working-dir must not upload: the venv, run folders, build outputs, git objects
@@ -26,8 +29,10 @@ def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
 
     venv_bin = Path(sys.executable).parent
     temp_dir = tempfile.mkdtemp(prefix="rj", dir=run_dir)  # short: Ray's socket paths have a length limit
+    # cluster mode off: `ray start` would otherwise resolve 127.0.0.1 to this machine's interface
+    # address (webrl.ray_local); the job's driver inherits it from the head
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1",
-           "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
+           CLUSTER_MODE_ENV: "0", "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
     env.pop("RAY_ADDRESS", None)
     dashboard_port = free_port()
     head_log = open(tmp_path / "head.log", "w")
@@ -72,6 +77,8 @@ def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
         logs = client.get_job_logs("webrl-smoke")
         assert status == JobStatus.SUCCEEDED, logs[-4000:]
         assert "held-out success (greedy)" in logs
+        nodes = re.findall(r"^node (\S+)", logs, re.M)  # the resource table's node rows
+        assert nodes and all(ipaddress.ip_address(n).is_loopback for n in nodes), nodes
         run_dirs = list(out_dir.glob("smoke-*"))
         assert len(run_dirs) == 1 and (run_dirs[0] / "checkpoints" / "step-00000001" / "hf" / "config.json").exists()
     finally:

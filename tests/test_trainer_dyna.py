@@ -12,6 +12,7 @@ from webrl.train_config import WebRLConfig
 
 @pytest.mark.parametrize("overrides, message", [
     (["dyna.horizon=3"], r"dyna=.* has no effect: dyna.enabled is false"),
+    (["dyna.train_collected=true"], r"dyna=.*train_collected=True.* has no effect: dyna.enabled is false"),
     (["dyna.enabled=true", "learner.objective=ppo", "learner.value_head=true"],
      r"dyna.enabled needs learner.objective=grpo"),
     (["dyna.enabled=true", "rollout.mode=async"], r"dyna.enabled needs rollout.mode=sync"),

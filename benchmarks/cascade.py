@@ -133,7 +133,7 @@ def run_episode(env, task, policy, max_steps: int, screenshot: str = "som") -> d
     """
     from webrl.actions import Action
     from webrl.envs.observation import oracle_view
-    from webrl.policy.cascade.features import MarkedObservation
+    from webrl.policy.types import MarkedObservation
     from webrl.policy.types import PolicyRequest
 
     obs, info = env.reset(options={"task": task})

@@ -303,7 +303,7 @@ def run_scripted(env, task, graph, mode: str, max_steps: int) -> dict:
 
 def run_model(env, task, policy, max_steps: int) -> dict:
     """One episode of a `Policy` (the generator, or SkillGuidedPolicy around it) on `task`."""
-    from webrl.policy.cascade.features import MarkedObservation
+    from webrl.policy.types import MarkedObservation
     from webrl.policy.types import PolicyRequest
 
     obs, info = env.reset(options={"task": task})

@@ -402,7 +402,7 @@ def run_scripted(env, task, tools_on: bool, max_steps: int) -> dict:
 
 def run_model(env, task, policy, max_steps: int) -> dict:
     """One greedy episode of the generator on `task`."""
-    from webrl.policy.cascade.features import MarkedObservation
+    from webrl.policy.types import MarkedObservation
     from webrl.policy.types import PolicyRequest
 
     obs, info = env.reset(options={"task": task})

@@ -275,3 +275,22 @@ def oracle_view(obs: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
     view = {k: v for k, v in obs.items() if k != "screenshot"}
     view["elements"] = info.get("elements", [])
     return view
+
+
+ELEMENT_KEYS = ("id", "bbox", "role", "tag", "name", "in_viewport")
+
+
+def compact_elements(elements: Sequence[dict]) -> list[dict]:
+    """The fields of each contract element dict the decision heads read (`SoMElement.from_dict`).
+
+    bbox [x, y, w, h] in screenshot pixels (viewport CSS pixels); options / selected only for
+    elements that have options (selects), so that a button costs about 80 bytes of JSON.
+    """
+    out = []
+    for e in elements:
+        rec = {k: e[k] for k in ELEMENT_KEYS if k in e}
+        rec["bbox"] = [int(round(float(v))) for v in e["bbox"]]
+        if e.get("options"):
+            rec["options"], rec["selected"] = list(e["options"]), e.get("selected", "")
+        out.append(rec)
+    return out

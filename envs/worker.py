@@ -231,17 +231,26 @@ class EnvWorker:
 
     def _pack(self, slot: int, obs: dict[str, Any], reward: float, terminated: bool,
               truncated: bool, info: dict[str, Any]) -> EnvStepResult:
-        observation = dict(obs)
-        raw = info.get("raw_screenshot_png", b"")
-        if raw and not self.config.env.observation.som_overlay:
-            observation["screenshot"] = raw  # identical pixels: skip re-encoding
-        else:
-            observation["screenshot"] = encode_png(np.ascontiguousarray(obs["screenshot"]),
-                                                   self.config.png_compress_level)
-        info = dict(info)
-        if not self.config.include_raw_screenshot:
-            info.pop("raw_screenshot_png", None)
-        return EnvStepResult(slot, observation, float(reward), bool(terminated), bool(truncated), info)
+        return pack_result(slot, obs, reward, terminated, truncated, info, self.config.png_compress_level,
+                           self.config.include_raw_screenshot, self.config.env.observation.som_overlay)
+
+
+def pack_result(slot: int, obs: dict[str, Any], reward: float, terminated: bool, truncated: bool,
+                info: dict[str, Any], png_compress_level: int = 1, include_raw_screenshot: bool = False,
+                som_overlay: bool = True) -> EnvStepResult:
+    """A `WebEnv`'s (obs, reward, terminated, truncated, info) as an `EnvStepResult`: the
+    screenshot as PNG bytes (the raw PNG itself when no boxes are drawn on it), and
+    info["raw_screenshot_png"] kept only with `include_raw_screenshot`."""
+    observation = dict(obs)
+    raw = info.get("raw_screenshot_png", b"")
+    if raw and not som_overlay:
+        observation["screenshot"] = raw  # identical pixels: skip re-encoding
+    else:
+        observation["screenshot"] = encode_png(np.ascontiguousarray(obs["screenshot"]), png_compress_level)
+    info = dict(info)
+    if not include_raw_screenshot:
+        info.pop("raw_screenshot_png", None)
+    return EnvStepResult(slot, observation, float(reward), bool(terminated), bool(truncated), info)
 
 
 def actor_concurrency(config: EnvWorkerConfig) -> int:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 from webrl.actions import Action
-from webrl.envs.observation import oracle_view
+from webrl.envs.observation import compact_elements, oracle_view
 from webrl.types import Image, Trajectory, TrajectoryInfo, Turn, TurnObservation
 
 
@@ -29,25 +29,6 @@ class OracleResult:
     reward: float
     steps: int
     infra_error: Optional[str] = None
-
-
-ELEMENT_KEYS = ("id", "bbox", "role", "tag", "name", "in_viewport")
-
-
-def compact_elements(elements: Sequence[dict]) -> list[dict]:
-    """The fields of each contract element dict the decision heads read (`SoMElement.from_dict`).
-
-    bbox [x, y, w, h] in screenshot pixels (viewport CSS pixels); options / selected only for
-    elements that have options (selects), so that a button costs about 80 bytes of JSON.
-    """
-    out = []
-    for e in elements:
-        rec = {k: e[k] for k in ELEMENT_KEYS if k in e}
-        rec["bbox"] = [int(round(float(v))) for v in e["bbox"]]
-        if e.get("options"):
-            rec["options"], rec["selected"] = list(e["options"]), e.get("selected", "")
-        out.append(rec)
-    return out
 
 
 def _turn(obs: dict, action: Action, record_images: bool, elements: Sequence[dict] = ()) -> Turn:

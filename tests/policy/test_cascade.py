@@ -6,7 +6,8 @@ from tests.policy.helpers import policy, screenshot
 from webrl.actions import Action
 from webrl.policy.cascade.policy import (CascadeConfig, CascadePolicy, decode_from_cache, forced_logprobs)
 from webrl.policy.generator import SamplingConfig
-from webrl.policy.cascade.features import MarkedObservation, SoMElement, prefill
+from webrl.policy.cascade.features import prefill
+from webrl.policy.types import MarkedObservation, SoMElement
 from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig
 from webrl.policy.cascade.synthetic import make_steps
 from webrl.policy.types import PolicyRequest

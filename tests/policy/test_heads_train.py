@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from webrl.actions import Action
-from webrl.policy.cascade.features import SoMElement, action_labels, element_line_spans, option_spans
+from webrl.policy.cascade.features import action_labels, element_line_spans, option_spans
+from webrl.policy.types import SoMElement
 from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig, default_heads_dir, load_heads, save_heads
 from webrl.policy.cascade.train import heads_train_main
 

@@ -302,7 +302,7 @@ def test_sandbox_episode_through_webenv(tiny_qwen25vl_path, browser_session):
     from webrl.envs import WebEnv, WebEnvConfig
     from webrl.envs.sites.source import SandboxTaskSource
     from webrl.policy.cascade.policy import CascadeConfig, CascadePolicy
-    from webrl.policy.cascade.features import MarkedObservation
+    from webrl.policy.types import MarkedObservation
     from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig
 
     gen = policy(tiny_qwen25vl_path, sampling=SamplingConfig(greedy=True, max_new_tokens=6), action_format="som",

@@ -8,7 +8,7 @@ from webrl.config import ConfigError, load_config
 from webrl.policy import WRAPPERS, CascadeWrapperConfig, LociConfig, PolicyConfig, build_policy, make_format
 from webrl.policy.cascade.policy import CascadePolicy, box_centre, format_action
 from webrl.policy.generator import SamplingConfig
-from webrl.policy.cascade.features import SoMElement
+from webrl.policy.types import SoMElement
 from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig, save_heads
 from webrl.policy.images import ImageGeometry
 from webrl.policy.loci.policy import LociPolicy

@@ -12,7 +12,7 @@ config picks "som" for the Set-of-Mark format and "raw" otherwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional, Protocol, Sequence
 
 from webrl.actions import Action, ParseError
@@ -82,6 +82,58 @@ class Observation:
 
 # The fields `Observation.to_record` copies into `Turn.observation` and `from_turn` reads back.
 RECORDED_FIELDS = tuple(f.name for f in fields(Observation) if f.name in TurnObservation.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class SoMElement:
+    """One numbered box: Set-of-Mark id, [x, y, w, h] in screenshot pixels, select options."""
+
+    id: int
+    bbox: tuple[float, float, float, float]
+    options: tuple[str, ...] = ()
+    role: str = ""
+    name: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SoMElement":
+        """From an env element dict (`info["elements"]`, see `WebEnv`'s spec card) or a stored record."""
+        return cls(int(d["id"]), tuple(float(v) for v in d["bbox"]), tuple(d.get("options") or ()),
+                   str(d.get("role", "")), str(d.get("name", "")))
+
+
+@dataclass(frozen=True)
+class MarkedObservation(Observation):
+    """An `Observation` plus its Set-of-Mark elements (the decision heads need the boxes and
+    options). `records` are the same elements as the trajectory log keeps them
+    (`webrl.envs.observation.compact_elements`: id, bbox, role, tag, name, in_viewport, options
+    and selected of selects), which `to_record` writes."""
+
+    elements: tuple[SoMElement, ...] = ()
+    records: tuple[dict, ...] = ()
+
+    @classmethod
+    def from_env(cls, obs: dict[str, Any], info: Optional[dict[str, Any]] = None,
+                 screenshot: str = "som") -> "MarkedObservation":
+        from webrl.envs.observation import compact_elements
+
+        base = Observation.from_env(obs, info, screenshot)
+        raw = list((info or {}).get("elements", ()))
+        return cls(**{k: getattr(base, k) for k in base.__dataclass_fields__},
+                   elements=tuple(SoMElement.from_dict(e) for e in raw), records=tuple(compact_elements(raw)))
+
+    def to_record(self) -> TurnObservation:
+        return replace(super().to_record(), elements=[dict(e) for e in self.records])
+
+
+def marked_from_turn(turn: Turn, goal: str) -> Observation:
+    """Rebuild the observation a logged turn was decided on: a `MarkedObservation` when the turn
+    recorded its elements (`turn.observation.elements`), else a plain `Observation`."""
+    base = Observation.from_turn(turn, goal)
+    if not turn.observation.elements:
+        return base
+    records = tuple(dict(e) for e in turn.observation.elements)
+    return MarkedObservation(**{k: getattr(base, k) for k in base.__dataclass_fields__},
+                             elements=tuple(SoMElement.from_dict(e) for e in records), records=records)
 
 
 @dataclass

@@ -393,7 +393,7 @@ def resim_response(tree: StateTree, action: Action, config: ResimConfig) -> str:
 
 # -- episodes and files ----------------------------------------------------------------------------
 def _turn(obs: dict, action: Action, text: str) -> Turn:
-    from webrl.envs.sites.demos import compact_elements
+    from webrl.envs.observation import compact_elements
 
     shot = obs.get("screenshot")
     observation = TurnObservation(url=obs.get("url", ""), title=obs.get("title", ""),

@@ -31,12 +31,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from webrl.actions import Action
-from webrl.policy.types import Observation, PolicyRequest
+from webrl.policy.types import PolicyRequest
 from webrl.rollout.balanced import BalancedRolloutConfig
+from webrl.rollout.episode import (Decide, Episode, EpisodeInfraError, EpisodeSpec, run_episode_async,
+                                  slot_env_call)
 from webrl.rollout.progress import LOG_IMAGES, log_fraction
 from webrl.rollout.server_engine import ServerConfig
-from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
+from webrl.types import Trajectory, TrajectoryInfo
 
 ENGINES = ("transformers", "server")
 
@@ -54,13 +55,6 @@ def run_coroutine(coro: Any) -> Any:
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="webrl-rollout") as pool:
         return pool.submit(asyncio.run, coro).result()
-
-
-class EpisodeInfraError(RuntimeError):
-    """An env worker reported an infrastructure failure for this episode (`info["infra_error"]`:
-    the browser or the page failed, not the agent): the trajectory restarts on another slot, and
-    is dropped after `max_retries`. The env's own `webrl.envs.InfraError` stays inside the env,
-    which turns it into that report."""
 
 
 @dataclass
@@ -325,112 +319,40 @@ class RolloutCoordinator:
             self.progress(stats, total)
         return traj
 
+    def episode_spec(self, task: Any, group_id: str, max_turns: int, **overrides: Any) -> EpisodeSpec:
+        """The `EpisodeSpec` of a rollout trajectory under this coordinator's config."""
+        c = self.config
+        fields = dict(task=task, group_id=group_id, max_turns=max_turns, screenshot=c.screenshot,
+                      keep_history_images=c.keep_history_images, stop_after_parse_failures=c.stop_after_parse_failures)
+        return EpisodeSpec(**{**fields, **overrides})
+
+    async def episode(self, spec: EpisodeSpec, slot: tuple[Any, int], stats: Optional[RolloutStats] = None) -> Episode:
+        """Run one episode (`webrl.rollout.episode`) on `slot`, deciding with the inference workers;
+        env calls under `step_timeout_s`. Adds its env and inference time to `stats`."""
+        worker, index = slot
+        episode = await run_episode_async(spec, slot_env_call(self.call, worker, index), self.decide)
+        if stats is not None:
+            stats.env_time_s += episode.env_time_s
+            stats.inference_time_s += episode.decide_time_s
+            stats.env_steps += episode.env_steps
+            stats.prompt_tokens += episode.prompt_tokens
+            stats.cached_tokens += episode.cached_tokens
+        return episode
+
+    async def decide(self, call: Decide | PolicyRequest) -> tuple[Any, int]:
+        """(decision, policy version) for a request, from the next inference worker (round robin),
+        under `inference_timeout_s`."""
+        request = call.request if isinstance(call, Decide) else call
+        inference = self.inference[next(self._next_inference)]
+        return await self.call(inference, "act_one", request, timeout=self.config.inference_timeout_s)
+
     async def _episode(self, task: Any, group_id: str, max_turns: int, slot: tuple[Any, int],
                        stats: RolloutStats) -> Trajectory:
-        worker, index = slot
-        t0 = time.monotonic()
-        started_at = time.time()
-        result = await self._call(worker, "reset", index, None, {"task": task})
-        stats.env_time_s += time.monotonic() - t0
-        self._check_infra(result.info)
-        traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal,
-                          info=TrajectoryInfo(site=task.spec.site, level=task.spec.level, split=task.spec.split,
-                                              task_params=dict(task.spec.params), started_at=started_at))
-        history: list[Turn] = []
-        failures = 0  # consecutive unparseable turns
-        for _ in range(max_turns):
-            observation = self._observation(result)
-            request = PolicyRequest(observation, self._light_history(history), request_id=f"{group_id}/{len(history)}")
-            t0 = time.monotonic()
-            inference = self.inference[next(self._next_inference)]
-            decision, version = await self._call(inference, "act_one", request, timeout=self.config.inference_timeout_s)
-            stats.inference_time_s += time.monotonic() - t0
-            stats.prompt_tokens += decision.stats.prompt_tokens
-            stats.cached_tokens += decision.stats.cached_tokens
-            turn = decision.to_turn(observation, policy_version=version)
-            _record_target(turn, decision.action, result.info.get("elements") or [])
-            action: Any = decision.action if decision.action is not None else decision.parse_error
-            t0 = time.monotonic()
-            result = await self._call(worker, "step", index, action)
-            stats.env_time_s += time.monotonic() - t0
-            stats.env_steps += 1
-            self._check_infra(result.info)
-            obs = result.observation
-            turn.feedback = "\n".join(p for p in (obs.get("feedback", ""), obs.get("last_action_error", "")) if p)
-            turn.skill_steps = list((result.info.get("skill") or {}).get("steps", []))  # a skill(...) turn's expansion
-            turn.tool_call = dict(result.info.get("tool") or {})  # a tool(...) turn's record
-            history.append(turn)
-            if result.terminated or result.truncated:
-                break
-            failures = failures + 1 if decision.action is None else 0
-            if failures and failures == self.config.stop_after_parse_failures:
-                traj.info.stopped_by = "parse_failures"
-                break
-        traj.turns = history
-        # The env's checker outcome; None when only a judge can tell (live web). traj.reward
-        # stays None: a reward function (webrl.reward) turns this, or a judge's verdict, into it.
-        info = traj.info
-        info.needs_judge = bool(result.info.get("needs_judge"))
-        info.task_reward = None if info.needs_judge else (float(result.reward) if result.terminated else 0.0)
-        info.terminated, info.truncated = bool(result.terminated), not result.terminated
-        info.finished_at = time.time()
-        traj.info.checker_details = dict(result.info.get("reward_details") or {})
-        traj.info.recording = str(result.info.get("recording") or "")
-        return traj
+        episode = await self.episode(self.episode_spec(task, group_id, max_turns), slot, stats)
+        return episode.trajectory
 
-    def _observation(self, result: Any) -> Observation:
-        """The policy's view of an EnvWorker result (screenshot arrives as PNG bytes).
-
-        With Set-of-Mark elements in `info` it is a `MarkedObservation` (an `Observation` plus
-        the boxes), so a cascade policy's heads can decide in rollouts and the trajectory log
-        keeps the boxes for `webrl heads-train`; plain generator policies ignore them.
-        """
-        obs, info = result.observation, result.info
-        text_only = {k: v for k, v in obs.items() if k != "screenshot"}
-        if info.get("elements"):
-            from webrl.policy.cascade.features import MarkedObservation
-
-            observation: Observation = MarkedObservation.from_env(text_only, {"elements": info["elements"]},
-                                                                  screenshot="none")
-        else:
-            observation = Observation.from_env(text_only, {}, screenshot="none")
-        mode = self.config.screenshot
-        png = info.get("raw_screenshot_png") if mode == "raw" else None
-        png = png or (obs.get("screenshot") if mode != "none" else None)
-        if png:
-            observation = dataclasses.replace(observation, screenshot=Image(bytes(png), "png"))
-        return observation
-
-    async def _call(self, target: Any, method: str, *args: Any, timeout: Optional[float] = None) -> Any:
+    async def call(self, target: Any, method: str, *args: Any, timeout: Optional[float] = None) -> Any:
         """`target.method(*args)` (a Ray actor or a local object), under `timeout` (default: the step timeout)."""
         fn = getattr(target, method)
         call = fn.remote(*args) if hasattr(fn, "remote") else fn(*args)
         return await _await(call, self.config.step_timeout_s if timeout is None else timeout)
-
-    def _light_history(self, history: list[Turn]) -> list[Turn]:
-        """Past turns with images only on the last `keep_history_images` (the rest never reach the prompt)."""
-        keep = self.config.keep_history_images
-        out = []
-        for i, turn in enumerate(history):
-            if len(history) - i > keep and turn.images:
-                turn = Turn(**{**turn.__dict__, "images": []})
-            out.append(turn)
-        return out
-
-    @staticmethod
-    def _check_infra(info: dict) -> None:
-        if info.get("infra_error"):
-            raise EpisodeInfraError(str(info["infra_error"]))
-
-
-def _record_target(turn: Turn, action: Optional[Action], elements: list) -> None:
-    """Where the action lands on the screenshot it was decided on: the element's box or the point."""
-    if action is None:
-        return
-    if action.element is not None:
-        for el in elements:
-            if el.get("id") == action.element:
-                turn.observation.action_bbox = list(el["bbox"])
-                break
-    elif action.x is not None and action.y is not None:
-        turn.observation.action_point = [action.x, action.y]

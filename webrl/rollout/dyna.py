@@ -53,28 +53,27 @@ were readable here) and why:
   refines 2 states and keeps 0-1 refined samples, which left every other iteration's 3-6
   informative groups unused (measured in benchmarks/credit_assignment.py).
 
-- Refined episodes ignore rollout.stop_after_parse_failures (they end at the env's end or at
-  max_turns) and are not written to the run's trajectory log (the viewer shows collected groups).
+- Refined episodes are not written to the run's trajectory log (the viewer shows collected groups).
 - A refine prompt is longer than the plain one; under generator.prompt.max_prompt_tokens the
   PromptBuilder drops its oldest past turns first, as for any long prompt (the shipped tiny
   model's 512-token budget does so after a few turns).
 
-The env and inference calls are `RolloutCoordinator`'s: its env slots (reset/step of an
-`EnvWorker`, Ray or in process), its inference handles (`act_one`), its call-with-timeout and
-its env-result-to-observation helpers (`_call`, `_observation`), so the observations of refined
-episodes are built exactly as the coordinator builds the collected ones.
+Refined episodes run through the shared episode runner (`webrl.rollout.episode`: the prefix
+replay, its check against the recorded state, the refined decision as the first answer) on the
+coordinator's env slots and inference workers (`RolloutCoordinator.episode` / `decide`), so they
+are built exactly as collected ones are, on either engine and with the run's policy wrappers.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from webrl.policy.types import Observation, PolicyRequest
-from webrl.types import Trajectory, TrajectoryInfo, Turn
+from webrl.policy.types import PolicyRequest, marked_from_turn
+from webrl.rollout.episode import Decided, light_history, new_trajectory
+from webrl.types import Trajectory, Turn
 
 REFINE_RULES = ("beat_both", "joint_group")
 FUTURE_HEADER = "Real outcome of a draft action at this step (it was executed; use it to choose your action):"
@@ -174,15 +173,9 @@ def future_block(traj: Trajectory, t: int, horizon: int, summary_elements: int =
     return "\n".join(lines)
 
 
-def light_history(turns: Sequence[Turn], keep_images: int) -> list[Turn]:
-    """Past turns with images only on the last `keep_images` (as the coordinator sends them)."""
-    return [dataclasses.replace(turn, images=[]) if len(turns) - i > keep_images and turn.images else turn
-            for i, turn in enumerate(turns)]
-
-
 def plain_request(traj: Trajectory, t: int, keep_images: int) -> PolicyRequest:
     """The request turn t of `traj` was decided on: its recorded observation and the past turns."""
-    observation = Observation.from_turn(traj.turns[t], traj.goal)
+    observation = marked_from_turn(traj.turns[t], traj.goal)
     return PolicyRequest(observation, light_history(traj.turns[:t], keep_images), request_id=f"{traj.group_id}/{t}")
 
 
@@ -195,12 +188,13 @@ def refine_request(traj: Trajectory, t: int, future: str, keep_images: int) -> P
 
 # -- the env and inference side -------------------------------------------------------------------
 class SimRollout:
-    """Replays prefixes and runs refined episodes over a `RolloutCoordinator`'s env slots and
-    inference workers (the run's sampling policy)."""
+    """Runs refined episodes over a `RolloutCoordinator`'s env slots and inference workers (the
+    run's sampling policy, whatever its engine and wrappers): each one is an episode of the shared
+    runner (`webrl.rollout.episode`) that replays tau's first t turns, checks it reached s_t, takes
+    the refined decision and lets the policy finish."""
 
     def __init__(self, coordinator: Any, config: DynaConfig):
         self.coordinator, self.config = coordinator, config
-        self._next_inference = itertools.cycle(range(len(coordinator.inference)))
 
     def run(self, tasks: dict[str, Any], trajectories: Sequence[Trajectory], states: Sequence[tuple[int, int]],
             max_turns: int) -> list[SimState]:
@@ -215,91 +209,30 @@ class SimRollout:
                                                        max_turns, slots) for i, t in states)))
 
     async def _state(self, task, traj: Trajectory, i: int, t: int, max_turns: int, slots) -> SimState:
-        c = self.config
-        keep = self.coordinator.config.keep_history_images
+        c, co = self.config, self.coordinator
         state = SimState(i, t, future_block(traj, t, c.horizon, c.summary_elements))
-        request = refine_request(traj, t, state.future, keep)
+        request = refine_request(traj, t, state.future, co.config.keep_history_images)
+        plain = traj.turns[t].observation
         for k in range(c.refinements):
-            decision, version = await self._act(dataclasses.replace(request, request_id=f"{request.request_id}/{k}"))
+            decision, version = await co.decide(dataclasses.replace(request, request_id=f"{request.request_id}/{k}"))
+            spec = co.episode_spec(task, f"dyna:{traj.group_id}", max_turns, prefix=traj.turns[:t], source="dyna",
+                                   expect=(plain.url, plain.title, plain.elements_text),
+                                   first=Decided(decision, version, "dyna_refine"))
             slot = await slots.get()
             try:
-                episode, replayed, steps = await self._episode(slot, task, traj, t, decision, version, max_turns, k)
+                episode = await co.episode(spec, slot)
+                refined, replayed, steps = episode.trajectory, episode.replayed or {}, episode.env_steps
+            except Exception as error:  # an infrastructure failure: the episode is not scored
+                refined = new_trajectory(task, spec.group_id, "dyna")
+                refined.drop(f"dyna: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+                replayed, steps = {}, 0
             finally:
                 slots.put_nowait(slot)
-            state.refined.append(episode)
+            state.refined.append(refined)
             state.replayed.append(replayed)
             state.env_steps += steps
-            state.diverged += episode.status == "dropped" and "diverged" in (episode.drop_reason or "")
+            state.diverged += refined.status == "dropped" and (refined.drop_reason or "").startswith("diverged")
         return state
-
-    async def _act(self, request: PolicyRequest):
-        co = self.coordinator
-        inference = co.inference[next(self._next_inference)]
-        return await co._call(inference, "act_one", request, timeout=co.config.inference_timeout_s)
-
-    async def _episode(self, slot, task, traj: Trajectory, t: int, decision, version: int, max_turns: int,
-                       k: int) -> tuple[Trajectory, dict, int]:
-        """Replay tau's first t actions, take the refined response's action, finish with the policy.
-        Returns the refined episode (dropped when the replay diverged or the env failed), the
-        replayed page and the env steps taken."""
-        co, (worker, index), steps = self.coordinator, slot, 0
-        keep = co.config.keep_history_images
-        spec = task.spec
-        episode = Trajectory(task_id=spec.id, group_id=f"dyna:{traj.group_id}", goal=traj.goal, info=TrajectoryInfo(
-            site=spec.site, level=spec.level, split=spec.split, task_params=dict(spec.params), source="dyna"))
-        try:
-            result = await co._call(worker, "reset", index, None, {"task": task})
-            _check_infra(result.info)
-            for turn in traj.turns[:t]:
-                result = await co._call(worker, "step", index, _replayable(turn))
-                steps += 1
-                _check_infra(result.info)
-            obs = result.observation
-            replayed = {key: obs.get(key, "") for key in ("url", "title", "elements_text")}
-            plain = traj.turns[t].observation
-            if replayed != {"url": plain.url, "title": plain.title, "elements_text": plain.elements_text}:
-                episode.drop(f"dyna: the replay of {t} action(s) diverged from the collected state")
-                return episode, replayed, steps
-            history = [dataclasses.replace(turn) for turn in traj.turns[:t]]
-            turn = decision.to_turn(co._observation(result), policy_version=version, decided_by="dyna_refine")
-            while True:
-                action = decision.action if decision.action is not None else decision.parse_error
-                result = await co._call(worker, "step", index, action)
-                steps += 1
-                _check_infra(result.info)
-                obs = result.observation
-                turn.feedback = "\n".join(p for p in (obs.get("feedback", ""), obs.get("last_action_error", "")) if p)
-                history.append(turn)
-                if result.terminated or result.truncated or len(history) >= max_turns:
-                    break
-                observation = co._observation(result)
-                request_id = f"dyna/{traj.group_id}/{t}/{k}/{len(history)}"
-                decision, version = await self._act(PolicyRequest(observation, light_history(history, keep), request_id))
-                turn = decision.to_turn(observation, policy_version=version)
-        except Exception as error:  # an infrastructure failure: the episode is not scored
-            episode.drop(f"dyna: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
-            return episode, {}, steps
-        episode.turns = history
-        info = episode.info
-        info.needs_judge = bool(result.info.get("needs_judge"))
-        info.task_reward = None if info.needs_judge else (float(result.reward) if result.terminated else 0.0)
-        info.terminated, info.truncated = bool(result.terminated), not result.terminated
-        info.checker_details = dict(result.info.get("reward_details") or {})
-        return episode, replayed, steps
-
-
-def _check_infra(info: dict) -> None:
-    from webrl.rollout.coordinator import EpisodeInfraError
-
-    if info.get("infra_error"):
-        raise EpisodeInfraError(str(info["infra_error"]))
-
-
-def _replayable(turn: Turn) -> Any:
-    """What the coordinator stepped the env with for `turn`: its action, or its parse error."""
-    from webrl.actions import ParseError
-
-    return turn.action if turn.action is not None else ParseError(turn.parse_error or "no action")
 
 
 # -- samples --------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from webrl.actions import Action
-from webrl.envs.sites.demos import compact_elements
+from webrl.envs.observation import compact_elements
 from webrl.synth.explore import categorise
 from webrl.synth.propose import path_of, real_options
 from webrl.synth.tasks import PlanStep, SynthTask, Target, resolve_target

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from webrl.envs.sites.demos import compact_elements, run_oracle_episode
+from webrl.envs.observation import compact_elements
+from webrl.envs.sites.demos import run_oracle_episode
 from webrl.envs.sites.source import make_task
 from webrl.types import load_trajectories, save_trajectories
 
@@ -17,7 +18,7 @@ CONTRACT_LINK = {"id": 4, "tag": "a", "role": "link", "name": "Home", "type": ""
 
 
 def test_compact_elements_keeps_what_the_heads_read():
-    from webrl.policy.cascade.features import SoMElement
+    from webrl.policy.types import SoMElement
 
     select, link = compact_elements([CONTRACT_SELECT, CONTRACT_LINK])
     # bbox rounded to whole pixels; options kept for the select only; no href / value / dom_id
@@ -32,7 +33,7 @@ def test_compact_elements_keeps_what_the_heads_read():
 @pytest.mark.parametrize("site,level,split,seed", [("shop", 0, "train", 3), ("travel", 1, "test", 4),
                                                    ("widgets", 1, "train", 5), ("wiki", 1, "test", 6)])
 def test_recorded_turns_carry_elements_with_the_oracle_target(site_env, tmp_path, site, level, split, seed):
-    from webrl.policy.cascade.features import marked_from_turn
+    from webrl.policy.types import marked_from_turn
 
     task = make_task(site, level, split, seed)
     result = run_oracle_episode(site_env, task, record_images=True)

@@ -1,6 +1,5 @@
 """From a prompt to the decision heads' inputs: one prefill, then pooling over token spans.
 
-    MarkedObservation     an `Observation` that also carries the Set-of-Mark elements (boxes, options)
     prefill(policy, request, layer, keep_cache, query_prefix) -> Prefill     the one forward pass both paths share
     step_features(prefill, observation, config) -> StepFeatures
     action_labels(action, elements, kinds) -> (kind, target, value) class indices
@@ -20,7 +19,7 @@ Notation: P prompt tokens, H hidden size, N elements, M options of one element.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import torch
@@ -29,51 +28,9 @@ from webrl.actions import Action
 from webrl.chat.tokens import IM_END
 from webrl.policy.cascade.heads import (KINDS_WITH_ELEMENT, HeadsConfig, box_token_indices, image_token_spans)
 from webrl.policy.prompt import RenderedPrompt
-from webrl.policy.types import Observation, PolicyRequest
-from webrl.types import Turn, TurnObservation
+from webrl.policy.types import MarkedObservation, PolicyRequest, SoMElement
 
 ELEMENTS_HEADER = "Elements:\n"
-
-
-@dataclass(frozen=True)
-class SoMElement:
-    """One numbered box: Set-of-Mark id, [x, y, w, h] in screenshot pixels, select options."""
-
-    id: int
-    bbox: tuple[float, float, float, float]
-    options: tuple[str, ...] = ()
-    role: str = ""
-    name: str = ""
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SoMElement":
-        """From an env element dict (`info["elements"]`, see `WebEnv`'s spec card) or a stored record."""
-        return cls(int(d["id"]), tuple(float(v) for v in d["bbox"]), tuple(d.get("options") or ()),
-                   str(d.get("role", "")), str(d.get("name", "")))
-
-
-@dataclass(frozen=True)
-class MarkedObservation(Observation):
-    """An `Observation` plus its Set-of-Mark elements (the heads need the boxes and options)."""
-
-    elements: tuple[SoMElement, ...] = ()
-
-    @classmethod
-    def from_env(cls, obs: dict[str, Any], info: Optional[dict[str, Any]] = None,
-                 screenshot: str = "som") -> "MarkedObservation":
-        base = Observation.from_env(obs, info, screenshot)
-        elements = tuple(SoMElement.from_dict(e) for e in (info or {}).get("elements", ()))
-        return cls(**{k: getattr(base, k) for k in base.__dataclass_fields__}, elements=elements)
-
-    def to_record(self) -> TurnObservation:
-        return replace(super().to_record(), elements=[asdict(e) for e in self.elements])
-
-
-def marked_from_turn(turn: Turn, goal: str) -> MarkedObservation:
-    """Rebuild a logged turn's observation; `turn.observation.elements` must hold the boxes."""
-    base = Observation.from_turn(turn, goal)
-    elements = tuple(SoMElement.from_dict(e) for e in turn.observation.elements)
-    return MarkedObservation(**{k: getattr(base, k) for k in base.__dataclass_fields__}, elements=elements)
 
 
 @dataclass

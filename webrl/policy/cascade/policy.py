@@ -59,7 +59,8 @@ import torch
 
 from webrl.actions import Action
 from webrl.chat.tokens import STOP_TOKENS
-from webrl.policy.cascade.features import MarkedObservation, Prefill, SoMElement, StepFeatures, prefill, step_features
+from webrl.policy.cascade.features import Prefill, StepFeatures, prefill, step_features
+from webrl.policy.types import MarkedObservation, SoMElement
 from webrl.policy.cascade.heads import KINDS_WITH_ELEMENT, DecisionHeads, HeadInputs
 from webrl.policy.generator import SamplingConfig
 from webrl.policy.images import ImageGeometry

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from webrl.actions import Action
-from webrl.policy.cascade.features import MarkedObservation, SoMElement, action_kind
+from webrl.policy.cascade.features import action_kind
+from webrl.policy.types import MarkedObservation, SoMElement
 from webrl.policy.types import PolicyRequest
 from webrl.types import Image
 

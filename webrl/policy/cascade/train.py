@@ -52,7 +52,8 @@ from typing import Optional, Sequence
 import torch
 
 from webrl.actions import Action
-from webrl.policy.cascade.features import StepFeatures, action_labels, marked_from_turn, prefill, step_features
+from webrl.policy.cascade.features import StepFeatures, action_labels, prefill, step_features
+from webrl.policy.types import marked_from_turn
 from webrl.policy.cascade.heads import (DecisionHeads, HeadInputs, HeadsConfig, default_heads_dir, heads_loss, save_heads)
 from webrl.policy.prompt import PromptConfig
 from webrl.policy.types import PolicyRequest

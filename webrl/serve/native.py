@@ -1,14 +1,7 @@
 """`webrl serve`'s SGLang-native routes: token-in/token-out generation and in-place weight updates.
 
     POST /generate                 SGLang `GenerateReqInput` subset -> `{"text", "output_ids", "meta_info"}`
-    POST /update_weights_from_disk {"model_path", "weight_version"?} -> {"success", "message", ...}
-    POST /init_weights_update_group {master_address, master_port, rank_offset, world_size, group_name?,
-                                     backend: "gloo"} -> {"success", "message"}  (blocks until the group forms)
-    POST /update_weights_from_distributed {names, dtypes, shapes, group_name?, load_format?
-                                     (null | "flattened_bucket"), weight_version?, flush_cache?,
-                                     abort_all_requests?, torch_empty_cache?} -> {"success", "message"}
-    POST /destroy_weights_update_group {group_name?}
-    GET  /get_model_info           {"model_path", ..., "weight_version"}
+    weight updates, GET /get_model_info   webrl.serve.weights
     GET  /health                   (the app's own route)
 
 The subset is what `webrl.rollout.server_engine.ServerEngine` sends, so a rollout runs the same
@@ -34,21 +27,7 @@ SGLANG_RETURN_ORIGINAL_LOGPROB unset). `output_ids` ends with the stop token tha
 generation; finish_reason is {"type": "stop", "matched": id} or {"type": "length", "length": N}.
 Vision placeholder tokens are never sampled (suppressed after the log-probs, as in-process).
 
-Distributed weight updates (SGLang's `InitWeightsUpdateGroupReqInput` and
-`UpdateWeightsFromDistributedReqInput`, read in sgl-project/sglang io_struct.py at 001067ff; the
-receive side as its model runner's `update_weights_from_distributed` /
-`_update_bucketed_weights_from_distributed`): the server joins the learner's group as rank
-`rank_offset` (gloo only: this is the CPU backend) through `webrl.learner.weights`, and each
-update receives the tensors `names` / `dtypes` / `shapes` describe from rank 0, one broadcast per
-tensor (load_format null) or one flat uint8 bucket ("flattened_bucket"), then copies them in
-under the lock. Unlike the disk route, an update without `weight_version` keeps the version (as
-SGLang does): a multi-bucket sync stamps only its last bucket. Between two buckets a request may
-see some tensors new and the version old; the trainer syncs between collections.
-
-Weight updates load the folder (Hugging Face format) into a CPU copy and copy every parameter
-and buffer into the served model in place, under the lock that also orders generation and
-chat completions: no request ever sees half-updated weights. The weight version is
-`weight_version` when the request gives one, else the previous one plus 1 (numeric versions).
+Weight updates and `/get_model_info` are `webrl.serve.weights`'s.
 """
 from __future__ import annotations
 
@@ -62,19 +41,15 @@ from typing import Any, Optional
 
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 
-from webrl.serve.protocol import RequestError, decode_image_url
+from webrl.serve.protocol import (RequestError, check_keys, decode_image_url, int_field, int_list, json_object,
+                                  number_field)
+from webrl.serve.weights import WeightUpdater, mount_weight_routes
 from webrl.types import Image
 
 GENERATE_FIELDS = ("input_ids", "image_data", "sampling_params", "return_logprob", "logprob_start_len",
                    "top_logprobs_num", "stream", "rid", "webrl_image_pixels")
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_new_tokens", "stop_token_ids", "skip_special_tokens",
                    "no_stop_trim", "sampling_seed")
-UPDATE_FIELDS = ("model_path", "weight_version", "load_format", "abort_all_requests", "flush_cache")
-INIT_GROUP_FIELDS = ("master_address", "master_port", "rank_offset", "world_size", "group_name", "backend")
-DISTRIBUTED_FIELDS = ("names", "dtypes", "shapes", "group_name", "flush_cache", "abort_all_requests",
-                      "weight_version", "load_format", "torch_empty_cache")
-GROUP_TIMEOUT_S = 300.0
-"""How long `/init_weights_update_group` and each update wait for the learner's rank 0."""
 
 
 @dataclass
@@ -107,68 +82,37 @@ class NativeRequest:
     rid: str = ""
 
 
-def _object(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise RequestError(400, f"{where} must be a JSON object, got {type(value).__name__}", where)
-    return value
-
-
-def _check_keys(obj: dict, allowed: tuple[str, ...], where: str) -> None:
-    unknown = sorted(set(obj) - set(allowed))
-    if unknown:
-        raise RequestError(400, f"{where}: unsupported field(s) {unknown}; supported: {list(allowed)}", unknown[0])
-
-
-def _int(value: Any, where: str, low: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
-        bound = f" >= {low}" if low is not None else ""
-        raise RequestError(400, f"{where} must be an integer{bound}, got {value!r}", where)
-    return value
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RequestError(400, f"{where} must be a number, got {value!r}", where)
-    return float(value)
-
-
-def _int_list(value: Any, where: str) -> list[int]:
-    if not isinstance(value, list):
-        raise RequestError(400, f"{where} must be a list of token ids, got {type(value).__name__}", where)
-    return [_int(v, f"{where}[{i}]", 0) for i, v in enumerate(value)]
-
-
 def parse_sampling(params: Any, config: Any) -> NativeSampling:
     """`sampling_params` -> `NativeSampling`, with SGLang's validity rules (400 naming the key);
     max_new_tokens defaults to `config.default_max_tokens` and is capped by `config.max_new_tokens`."""
-    params = _object(params if params is not None else {}, "sampling_params")
-    _check_keys(params, SAMPLING_FIELDS, "sampling_params")
+    params = json_object(params if params is not None else {}, "sampling_params")
+    check_keys(params, SAMPLING_FIELDS, "sampling_params")
     s = NativeSampling(max_new_tokens=config.default_max_tokens)
     if "temperature" in params:
-        s.temperature = _number(params["temperature"], "sampling_params.temperature")
+        s.temperature = number_field(params["temperature"], "sampling_params.temperature")
         if s.temperature < 0:
             raise RequestError(400, f"sampling_params.temperature must be >= 0, got {s.temperature}", "temperature")
     if "top_p" in params:
-        s.top_p = _number(params["top_p"], "sampling_params.top_p")
+        s.top_p = number_field(params["top_p"], "sampling_params.top_p")
         if not 0 < s.top_p <= 1:
             raise RequestError(400, f"sampling_params.top_p must be in (0, 1], got {s.top_p}", "top_p")
     if "top_k" in params:
-        s.top_k = _int(params["top_k"], "sampling_params.top_k")
+        s.top_k = int_field(params["top_k"], "sampling_params.top_k")
         if s.top_k != -1 and s.top_k < 1:
             raise RequestError(400, f"sampling_params.top_k must be -1 (off) or >= 1, got {s.top_k}", "top_k")
     if "max_new_tokens" in params:
-        s.max_new_tokens = _int(params["max_new_tokens"], "sampling_params.max_new_tokens", 1)
+        s.max_new_tokens = int_field(params["max_new_tokens"], "sampling_params.max_new_tokens", 1)
     if s.max_new_tokens > config.max_new_tokens:
         raise RequestError(400, f"sampling_params.max_new_tokens is {s.max_new_tokens}; the limit is "
                                 f"{config.max_new_tokens}", "max_new_tokens")
     if params.get("stop_token_ids") is not None:
-        s.stop_token_ids = _int_list(params["stop_token_ids"], "sampling_params.stop_token_ids")
+        s.stop_token_ids = int_list(params["stop_token_ids"], "sampling_params.stop_token_ids")
     for name in ("skip_special_tokens", "no_stop_trim"):
         if name in params and not isinstance(params[name], bool):
             raise RequestError(400, f"sampling_params.{name} must be true or false, got {params[name]!r}", name)
     s.skip_special_tokens = params.get("skip_special_tokens", True)
     if params.get("sampling_seed") is not None:
-        s.seed = _int(params["sampling_seed"], "sampling_params.sampling_seed", 0)
+        s.seed = int_field(params["sampling_seed"], "sampling_params.sampling_seed", 0)
     return s
 
 
@@ -178,12 +122,12 @@ def parse_generate_request(body: bytes, config: Any) -> NativeRequest:
         obj = json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
         raise RequestError(400, f"request body is not valid JSON: {e}") from None
-    obj = _object(obj, "request body")
-    _check_keys(obj, GENERATE_FIELDS, "/generate")
+    obj = json_object(obj, "request body")
+    check_keys(obj, GENERATE_FIELDS, "/generate")
     if obj.get("input_ids") is None:
         raise RequestError(400, "input_ids is required (token-in/token-out: this server takes no 'text')",
                             "input_ids")
-    ids = _int_list(obj["input_ids"], "input_ids")
+    ids = int_list(obj["input_ids"], "input_ids")
     if not ids:
         raise RequestError(400, "input_ids must not be empty", "input_ids")
     if len(ids) > config.max_prompt_tokens:
@@ -202,10 +146,10 @@ def parse_generate_request(body: bytes, config: Any) -> NativeRequest:
                                     f"{obj[name]!r}", name)
     bounds = None
     if obj.get("webrl_image_pixels") is not None:
-        px = _object(obj["webrl_image_pixels"], "webrl_image_pixels")
-        _check_keys(px, ("min_pixels", "max_pixels"), "webrl_image_pixels")
-        low = _int(px.get("min_pixels"), "webrl_image_pixels.min_pixels", 1)
-        high = _int(px.get("max_pixels"), "webrl_image_pixels.max_pixels", low)
+        px = json_object(obj["webrl_image_pixels"], "webrl_image_pixels")
+        check_keys(px, ("min_pixels", "max_pixels"), "webrl_image_pixels")
+        low = int_field(px.get("min_pixels"), "webrl_image_pixels.min_pixels", 1)
+        high = int_field(px.get("max_pixels"), "webrl_image_pixels.max_pixels", low)
         if high > config.max_image_pixels:  # the resize happens before the pad check: bound it first
             raise RequestError(400, f"webrl_image_pixels.max_pixels is {high}; the limit is "
                                     f"{config.max_image_pixels} (max_image_pixels)", "webrl_image_pixels.max_pixels")
@@ -234,10 +178,6 @@ class NativeBackend:
         self.image_pad_id = vocab["<|image_pad|>"]
         self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.weight_groups: dict[str, Any] = {}
-        """group name -> this server's `WeightBroadcastGroup` membership."""
-        self.group_timeout_s = GROUP_TIMEOUT_S
-        self._receive_lock = threading.Lock()  # one distributed update at a time
 
     @classmethod
     def from_chat_engine(cls, engine: Any, model_path: str = "") -> Optional["NativeBackend"]:
@@ -321,179 +261,8 @@ class NativeBackend:
         text = self.tokenizer.decode(ids, skip_special_tokens=s.skip_special_tokens)
         return {"text": text, "output_ids": ids, "meta_info": meta}
 
-    # -- weights ---------------------------------------------------------------------------------
-    def update_weights_from_disk(self, path: str, weight_version: Optional[str] = None) -> dict:
-        """Copy the folder's weights into the served model in place; bump the weight version."""
-        import torch
-
-        from webrl.models import load_model
-
-        try:
-            fresh, _ = load_model(path, dtype=next(self.model.parameters()).dtype, device="cpu")
-        except (OSError, ValueError) as e:
-            raise RequestError(400, f"model_path {path!r}: {e}", "model_path") from None
-        new = dict(fresh.named_parameters())
-        new.update(fresh.named_buffers())
-        with self.lock, torch.no_grad():
-            own = dict(self.model.named_parameters())
-            own.update(self.model.named_buffers())
-            missing = sorted(set(own) - set(new))
-            wrong = [k for k in own if k in new and new[k].shape != own[k].shape]
-            if missing or wrong:
-                raise RequestError(400, f"model_path {path!r} does not fit the served model: "
-                                        f"{len(missing)} missing tensors (e.g. {missing[:3]}), {len(wrong)} with "
-                                        f"other shapes (e.g. {wrong[:3]})", "model_path")
-            for name, tensor in own.items():
-                tensor.copy_(new[name].to(tensor.device, tensor.dtype))
-            previous = self.weight_version
-            if weight_version is not None:
-                self.weight_version = str(weight_version)
-            else:
-                self.weight_version = str(int(previous) + 1) if previous.isdigit() else f"{previous}+1"
-            self.model_path = path
-        return {"success": True, "message": f"Succeeded to update model weights from {path}.",
-                "num_paused_requests": 0, "weight_version": self.weight_version}
-
-    def init_weights_update_group(self, req: dict) -> dict:
-        """Join the learner's broadcast group as rank `rank_offset` (blocks until it forms)."""
-        from webrl.learner.weights import GroupSetupError, WeightBroadcastGroup
-
-        name = req.get("group_name") or "weight_update_group"
-        try:
-            group = WeightBroadcastGroup.join(req["master_address"], req["master_port"], req["rank_offset"],
-                                              req["world_size"], backend="gloo", group_name=name,
-                                              timeout_s=self.group_timeout_s)
-        except GroupSetupError as e:
-            raise RequestError(400, str(e), "master_address") from None
-        previous = self.weight_groups.pop(name, None)
-        if previous is not None:  # a re-init under the same name replaces the group
-            previous.close()
-        self.weight_groups[name] = group
-        return {"success": True, "message": f"Succeeded to initialize group {name!r} as rank {req['rank_offset']}."}
-
-    def destroy_weights_update_group(self, name: str) -> dict:
-        group = self.weight_groups.pop(name, None)
-        if group is not None:
-            group.close()
-        return {"success": group is not None, "message": ""}
-
-    def update_weights_from_distributed(self, req: dict) -> dict:
-        """Receive `names` from rank 0 of the group, then copy them into the model in place."""
-        import torch
-
-        from webrl.learner.weights import unflatten_bucket
-
-        name = req.get("group_name") or "weight_update_group"
-        group = self.weight_groups.get(name)
-        if group is None:
-            raise RequestError(400, f"no weight-update group {name!r} here: call /init_weights_update_group first "
-                                    f"(groups: {sorted(self.weight_groups)})", "group_name")
-        specs = req["specs"]
-        with self._receive_lock:  # receive outside the generation lock: requests go on meanwhile
-            if req.get("load_format") == "flattened_bucket":
-                flat = torch.empty(sum(s.num_bytes for s in specs), dtype=torch.uint8)
-                group.broadcast(flat)
-                tensors = unflatten_bucket(flat, specs)
-            else:
-                tensors = [torch.empty(s.shape, dtype=s.torch_dtype) for s in specs]
-                for t in tensors:
-                    group.broadcast(t)
-        with self.lock, torch.no_grad():
-            own = dict(self.model.named_parameters())
-            own.update(self.model.named_buffers())
-            unknown = [s.name for s in specs if s.name not in own]
-            wrong = [s.name for s in specs if s.name in own and tuple(own[s.name].shape) != tuple(s.shape)]
-            if unknown or wrong:
-                raise RequestError(400, f"names do not fit the served model: unknown {unknown[:3]}, other shapes "
-                                        f"{wrong[:3]} (nothing was changed)", "names")
-            for spec, tensor in zip(specs, tensors):
-                own[spec.name].copy_(tensor.to(own[spec.name].device, own[spec.name].dtype))
-            if req.get("weight_version") is not None:
-                self.weight_version = str(req["weight_version"])
-        return {"success": True, "message": "Succeeded to update parameter online.",
-                "weight_version": self.weight_version}
-
-    def model_info(self) -> dict:
-        return {"model_path": self.model_path, "tokenizer_path": self.model_path, "is_generation": True,
-                "preferred_sampling_params": None, "weight_version": self.weight_version}
-
-
 def _as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
-
-
-def parse_update_request(body: bytes) -> tuple[str, Optional[str]]:
-    """(model_path, weight_version) of an `/update_weights_from_disk` body."""
-    try:
-        obj = _object(json.loads(body), "request body")
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RequestError(400, f"request body is not valid JSON: {e}") from None
-    _check_keys(obj, UPDATE_FIELDS, "/update_weights_from_disk")
-    path = obj.get("model_path")
-    if not isinstance(path, str) or not path:
-        raise RequestError(400, "model_path is required: the checkpoint folder to load", "model_path")
-    if obj.get("load_format") not in (None, "auto"):
-        raise RequestError(400, f"load_format must be 'auto' here, got {obj['load_format']!r}", "load_format")
-    version = obj.get("weight_version")
-    if version is not None and not isinstance(version, (str, int)):
-        raise RequestError(400, f"weight_version must be a string, got {version!r}", "weight_version")
-    return path, None if version is None else str(version)
-
-
-def _json_object(body: bytes, route: str, allowed: tuple[str, ...]) -> dict:
-    try:
-        obj = _object(json.loads(body), "request body")
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RequestError(400, f"request body is not valid JSON: {e}") from None
-    _check_keys(obj, allowed, route)
-    return obj
-
-
-def parse_init_group_request(body: bytes) -> dict:
-    """An `/init_weights_update_group` body, checked (400 naming the field)."""
-    obj = _json_object(body, "/init_weights_update_group", INIT_GROUP_FIELDS)
-    if not isinstance(obj.get("master_address"), str) or not obj["master_address"]:
-        raise RequestError(400, "master_address is required: the learner rank 0's host", "master_address")
-    _int(obj.get("master_port"), "master_port", 1)
-    world = _int(obj.get("world_size"), "world_size", 2)
-    rank = _int(obj.get("rank_offset"), "rank_offset", 1)
-    if rank >= world:
-        raise RequestError(400, f"rank_offset {rank} must be < world_size {world}", "rank_offset")
-    if obj.get("backend", "nccl") != "gloo":  # SGLang's default is nccl: say so rather than hang
-        raise RequestError(400, f"backend must be 'gloo' on webrl serve (CPU, transformers backend), got "
-                                f"{obj.get('backend', 'nccl')!r}", "backend")
-    if not isinstance(obj.get("group_name", "weight_update_group"), str):
-        raise RequestError(400, "group_name must be a string", "group_name")
-    return obj
-
-
-def parse_distributed_request(body: bytes) -> dict:
-    """An `/update_weights_from_distributed` body; adds "specs" (`TensorSpec`s) for the receive."""
-    from webrl.learner.weights import TensorSpec, torch_dtype
-
-    obj = _json_object(body, "/update_weights_from_distributed", DISTRIBUTED_FIELDS)
-    names, dtypes, shapes = obj.get("names"), obj.get("dtypes"), obj.get("shapes")
-    if not (isinstance(names, list) and isinstance(dtypes, list) and isinstance(shapes, list)) or not names \
-            or not len(names) == len(dtypes) == len(shapes):
-        raise RequestError(400, "names, dtypes and shapes must be non-empty lists of the same length", "names")
-    specs = []
-    for i, (name, dtype, shape) in enumerate(zip(names, dtypes, shapes)):
-        if not isinstance(name, str):
-            raise RequestError(400, f"names[{i}] must be a string, got {name!r}", "names")
-        try:
-            torch_dtype(dtype)
-        except ValueError as e:
-            raise RequestError(400, f"dtypes[{i}]: {e}", "dtypes") from None
-        if not isinstance(shape, list):
-            raise RequestError(400, f"shapes[{i}] must be a list of sizes, got {shape!r}", "shapes")
-        specs.append(TensorSpec(name, tuple(_int(d, f"shapes[{i}]", 0) for d in shape), dtype))
-    if obj.get("load_format") not in (None, "flattened_bucket"):
-        raise RequestError(400, f"load_format must be null or 'flattened_bucket' here, got {obj['load_format']!r}",
-                           "load_format")
-    version = obj.get("weight_version")
-    if version is not None and not isinstance(version, (str, int)):
-        raise RequestError(400, f"weight_version must be a string, got {version!r}", "weight_version")
-    return {**obj, "specs": specs}
 
 
 def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorised, error, read_body) -> None:
@@ -514,35 +283,4 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
         except RequestError as e:
             return error(e.status, e.message, e.param, e.code)
 
-    def weight_route(path: str, parse, handle):
-        @app.post(path)
-        async def route(request: Request):
-            if not authorised(request):
-                return error(401, denied)
-            if not weights_open:
-                return error(403, f"weight updates are refused on {config.host} without a key: set the "
-                                  f"{config.api_key_env} variable (or bind 127.0.0.1)")
-            try:
-                return await run_in_threadpool(handle, parse(await read_body(request, config.max_request_bytes)))
-            except RequestError as e:
-                return error(e.status, e.message, e.param, e.code)
-
-    def parse_disk_update(body: bytes) -> tuple[str, Any]:
-        path, version = parse_update_request(body)
-        if not os.path.isdir(path):
-            raise RequestError(400, f"model_path {path!r} is not a folder on this server", "model_path")
-        return path, version
-
-    weight_route("/update_weights_from_disk", parse_disk_update, lambda req: backend.update_weights_from_disk(*req))
-    weight_route("/init_weights_update_group", parse_init_group_request, backend.init_weights_update_group)
-    weight_route("/update_weights_from_distributed", parse_distributed_request,
-                 backend.update_weights_from_distributed)
-    weight_route("/destroy_weights_update_group",
-                 lambda body: _json_object(body, "/destroy_weights_update_group", ("group_name",)),
-                 lambda req: backend.destroy_weights_update_group(req.get("group_name") or "weight_update_group"))
-
-    @app.get("/get_model_info")
-    async def get_model_info(request: Request):
-        if not authorised(request):
-            return error(401, denied)
-        return backend.model_info()
+    mount_weight_routes(app, WeightUpdater(backend), config, authorised, error, read_body)

@@ -174,3 +174,35 @@ def parse_chat_request(body: bytes, config: Any, model_name: str) -> ParsedReque
     sampling = SamplingParams(max_tokens=max_tokens, temperature=req.temperature, top_p=req.top_p,
                               top_k=max(req.top_k, 0), seed=req.seed, stop=stop, logprobs=req.logprobs)
     return ParsedRequest(_messages(req, config), sampling, req.return_tokens_as_token_ids)
+
+
+# -- field checks shared by the SGLang-native routes (webrl.serve.native, webrl.serve.weights) ----------
+def json_object(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise RequestError(400, f"{where} must be a JSON object, got {type(value).__name__}", where)
+    return value
+
+
+def check_keys(obj: dict, allowed: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(obj) - set(allowed))
+    if unknown:
+        raise RequestError(400, f"{where}: unsupported field(s) {unknown}; supported: {list(allowed)}", unknown[0])
+
+
+def int_field(value: Any, where: str, low: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or (low is not None and value < low):
+        bound = f" >= {low}" if low is not None else ""
+        raise RequestError(400, f"{where} must be an integer{bound}, got {value!r}", where)
+    return value
+
+
+def number_field(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RequestError(400, f"{where} must be a number, got {value!r}", where)
+    return float(value)
+
+
+def int_list(value: Any, where: str) -> list[int]:
+    if not isinstance(value, list):
+        raise RequestError(400, f"{where} must be a list of token ids, got {type(value).__name__}", where)
+    return [int_field(v, f"{where}[{i}]", 0) for i, v in enumerate(value)]

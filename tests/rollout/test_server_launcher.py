@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from webrl.config import ConfigError
-from webrl.rollout.server_engine import ServerConfig, ServerEngine, ServerEngineError
+from webrl.rollout.server_config import ServerConfig
+from webrl.rollout.server_engine import ServerEngine, ServerEngineError
 from webrl.rollout.server_launcher import (InferenceServer, ServerLaunchError, free_port, launch_command)
 
 # A server speaking the /generate subset ServerEngine reads: it answers every prompt with the ids

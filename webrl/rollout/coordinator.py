@@ -36,7 +36,7 @@ from webrl.rollout.balanced import BalancedRolloutConfig
 from webrl.rollout.episode import (Decide, Episode, EpisodeInfraError, EpisodeSpec, run_episode_async,
                                   slot_env_call)
 from webrl.rollout.progress import LOG_IMAGES, log_fraction
-from webrl.rollout.server_engine import ServerConfig
+from webrl.rollout.server_config import ServerConfig
 from webrl.types import Trajectory, TrajectoryInfo
 
 ENGINES = ("transformers", "server")

@@ -203,7 +203,7 @@ def record(work: Path, a, session) -> float:
     Each split is recorded into `<split>.partial` and renamed when complete, so an interrupted
     recording is redone rather than reused.
     """
-    from webrl.envs.sites.cli import record_demos
+    from webrl.recipes.demos import record_demos
 
     t0 = time.perf_counter()
     for folder, split, n, seed in (("train", "train", a.train_episodes, 1),

@@ -359,7 +359,7 @@ def summarise(records: Sequence[dict]) -> dict:
 # -- stages -------------------------------------------------------------------------------------
 def demos(work: Path, name: str, n: int, seed: int, a, session) -> list:
     """Oracle demos (kept in `work/name` and reused when complete)."""
-    from webrl.envs.sites.cli import record_demos
+    from webrl.recipes.demos import record_demos
     from webrl.skills.commands import load_source
 
     folder = work / name

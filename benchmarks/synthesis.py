@@ -340,7 +340,7 @@ def first_turns(trajectories: list, n_turns: int) -> list:
 
 
 def oracle_demos(sites: list[str], n_turns: int, seed: int, dest: Path, work: Path, session: Any) -> int:
-    from webrl.envs.sites.cli import record_demos
+    from webrl.recipes.demos import record_demos
     from webrl.types import load_trajectories, save_trajectories
 
     episodes = max(8, n_turns // 2)  # level 0-1 oracle episodes average about 2-3 turns

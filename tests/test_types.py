@@ -73,7 +73,7 @@ def test_inconsistent_containers_are_rejected():
 
 # One line per writer as `save_trajectories` wrote them while `info` and `observation` were plain
 # dicts: a rollout turn (coordinator: Observation.to_record keys + Set-of-Mark boxes + the target),
-# an oracle demo (envs/sites/demos.py: start_url, compact elements) and an Online-Mind2Web import.
+# an oracle demo (webrl/recipes/demos.py: start_url, compact elements) and an Online-Mind2Web import.
 _ROLLOUT_LINE = {
     "task_id": "shop/l0/train/00001", "group_id": "0:0:shop/l0/train/00001", "goal": "Buy a mug",
     "turns": [{"prompt_ids": [1, 2], "response_ids": [3], "logprobs": [-0.5], "images": ["shot.png"],

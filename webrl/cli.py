@@ -145,7 +145,7 @@ class DemosConfig:
 
 
 def demos_main(config: DemosConfig) -> int:
-    from webrl.envs.sites.cli import record_demos
+    from webrl.recipes.demos import record_demos
 
     summary = record_demos(config.n, config.out, seed=config.seed, levels=config.levels, sites=config.sites,
                            split=config.split, viewport=config.viewport)

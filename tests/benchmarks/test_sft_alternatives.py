@@ -31,7 +31,7 @@ def _turn(lines: list[tuple[int, str, str]], action: str, extra_ids=(), colour="
     text = "\n".join(f'[{i}] {role} "{name}"' for i, role, name in lines)
     elements = [{"id": i, "bbox": [0, 0, 10, 10], "role": role, "name": name} for i, role, name in lines]
     elements += [{"id": i, "bbox": [0, 0, 1, 1], "role": "link", "name": "unlisted"} for i in extra_ids]
-    # response_text as envs/sites/demos.py records it: the bare env grammar (the policy renders
+    # response_text as webrl/recipes/demos.py records it: the bare env grammar (the policy renders
     # oracle turns in its own format instead)
     return Turn(images=[_png(colour)], action=parse_compact(action), response_text=action, decided_by="oracle",
                 observation={"url": "http://127.0.0.1:1/widgets/", "title": "Form", "elements_text": text,

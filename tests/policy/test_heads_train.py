@@ -97,7 +97,7 @@ TRAIN_EPISODES, TEST_EPISODES = 48, 18
 @pytest.fixture(scope="module")
 def sandbox_demos(browser_session, tmp_path_factory):
     """(train demos folder, test demos folder) recorded by `record_demos`, as `webrl demos` writes them."""
-    from webrl.envs.sites.cli import record_demos
+    from webrl.recipes.demos import record_demos
 
     root = tmp_path_factory.mktemp("sandbox-demos")
     for split, n, seed in (("train", TRAIN_EPISODES, 1), ("test", TEST_EPISODES, 2)):

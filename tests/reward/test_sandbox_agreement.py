@@ -24,7 +24,7 @@ def give_up_episode(env, task) -> Trajectory:
 
 @pytest.mark.browser
 def test_agreement_on_sandbox_trajectories(browser_session):
-    from webrl.envs.sites.demos import run_oracle_episode
+    from webrl.recipes.demos import run_oracle_episode
     from webrl.envs.sites.source import make_task
     from webrl.envs.web_env import WebEnv
 

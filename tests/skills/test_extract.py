@@ -173,8 +173,8 @@ def sandbox(browser_session, tmp_path_factory):
     """4 shop level-1 train demos (seed 7: best_in_category, search_open, best_in_category,
     search_open), a held-out test-split search_open demo, and the env to replay in."""
     from webrl.envs import WebEnv, WebEnvConfig
-    from webrl.envs.sites.cli import record_demos
-    from webrl.envs.sites.demos import run_oracle_episode
+    from webrl.recipes.demos import record_demos
+    from webrl.recipes.demos import run_oracle_episode
     from webrl.envs.sites.source import make_task
     from webrl.skills.commands import load_source
 

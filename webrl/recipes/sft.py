@@ -137,7 +137,7 @@ def demonstrations(config: WebRLConfig, run_dir: Path, log: Callable) -> list:
     if cfg.sft.demos_dir:
         demos = load_trajectories(folder / "demos.jsonl")
     elif cfg.sft.demos:
-        from webrl.envs.sites.cli import record_demos
+        from webrl.recipes.demos import record_demos
 
         summary = record_demos(cfg.sft.demos, folder, seed=cfg.run.seed, levels=cfg.sft.demo_levels,
                                sites=cfg.tasks.sites, split="train", viewport=cfg.env.env.browser.viewport)

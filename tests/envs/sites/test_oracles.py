@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from webrl.envs.sites.demos import run_oracle_episode
+from webrl.recipes.demos import run_oracle_episode
 from webrl.envs.sites.source import SITE_NAMES, make_task
 from tests.envs.sites.helpers import light_episode
 

@@ -1,14 +1,11 @@
-"""Registration of the sandbox ids, `check_env` on each, and `record_demos` writing
-trajectories in the project's format."""
+"""Registration of the sandbox ids and `check_env` on each."""
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
 
 from webrl.envs.sites import register_site_envs
-from webrl.envs.sites.cli import record_demos
 from webrl.envs.sites.registry import SANDBOX_ENV_ID, SITE_ENV_IDS
 from webrl.envs.sites.source import SandboxTaskSource
-from webrl.types import load_trajectories
 
 IDS = list(SITE_ENV_IDS.values()) + [SANDBOX_ENV_ID]
 
@@ -47,16 +44,3 @@ def test_check_env(browser_session, env_id):
         check_env(env.unwrapped, skip_render_check=True, skip_close_check=True)
     finally:
         env.close()
-
-
-@pytest.mark.browser
-def test_record_demos_writes_loadable_trajectories(browser_session, tmp_path):
-    summary = record_demos(3, tmp_path, seed=5, levels=(0,), sites=("widgets", "wiki"), viewport="small",
-                           session=browser_session)
-    assert summary["episodes"] == 3 and summary["saved"] == 3 and not summary["failed"]
-    trajectories = load_trajectories(tmp_path / "demos.jsonl")
-    assert len(trajectories) == 3
-    for traj in trajectories:
-        assert traj.info.task_reward == 1.0 and traj.reward is None and traj.goal and traj.turns  # not scored yet
-        assert all(t.decided_by == "oracle" and t.action is not None and t.images for t in traj.turns)
-        assert traj.turns[0].images[0].size == (640, 480)

@@ -9,13 +9,14 @@ from dataclasses import asdict, dataclass
 import pytest
 
 from webrl.actions import Action
-from webrl.recipes.resim import (GymReplayEnv, ResimConfig, ResimCounts, expand_state, resim_demos, resim_episode,
-                                 resim_response, resim_trace)
+from webrl.envs.worker import EnvStepResult
+from webrl.recipes.resim import ResimConfig, ResimCounts, expand_state, resim_demos, resim_episode, resim_response, \
+    resim_trace
 from webrl.types import load_trajectories
 
 # The toy site: home --click(0)--> shop --click(0)--> bought (done, reward 1).
 # home: click(1) -> help (whose click(0) goes home), click(2) -> bye (done, reward 0).
-# shop: click(1) -> home. Clicking an unlisted element raises; typing sets last_action_error.
+# shop: click(1) -> home. Clicking an unlisted element or typing sets last_action_error (as WebEnv does).
 PAGES = {
     "home": ("Home", [("Shop", "a", "shop"), ("Help", "button", "help"), ("Quit", "button", "bye")]),
     "shop": ("Shop", [("Buy", "button", "bought"), ("Home", "a", "home")]),
@@ -49,7 +50,8 @@ def oracle(task, obs):
 
 
 class ToySite:
-    """A deterministic `ReplayEnv`; `unstable=True` changes the home title on every reset."""
+    """A deterministic env slot of the episode runner (reset(task) / step(action) ->
+    `EnvStepResult`); `unstable=True` changes the home title on every reset."""
 
     def __init__(self, unstable: bool = False, max_steps: int = 10):
         self.unstable, self.max_steps, self.resets = unstable, max_steps, 0
@@ -59,31 +61,32 @@ class ToySite:
         if self.unstable and self.page == "home":
             title = f"Home {self.resets}"
         lines = [f'[{i}] {"link" if tag == "a" else "button"} "{name}"' for i, (name, tag, _) in enumerate(links)]
-        elements = [{"id": i, "bbox": [0, 20 * i, 100, 20], "tag": tag, "name": name}
-                    for i, (name, tag, _) in enumerate(links)]
         return {"url": f"http://toy/{self.page}", "title": title, "elements_text": "\n".join(lines),
-                "feedback": feedback, "last_action_error": error, "step": self.steps, "elements": elements}
+                "feedback": feedback, "last_action_error": error, "step": self.steps}
 
-    def reset(self, task) -> dict:
+    def _result(self, reward=0.0, terminated=False, feedback="", error="", info=None) -> EnvStepResult:
+        elements = [{"id": i, "bbox": [0, 20 * i, 100, 20], "tag": tag, "name": name}
+                    for i, (name, tag, _) in enumerate(PAGES[self.page][1])]
+        truncated = not terminated and self.steps >= self.max_steps
+        return EnvStepResult(0, self._obs(feedback, error), reward, terminated, truncated,
+                             {"elements": elements, **(info or {})})
+
+    def reset(self, task) -> EnvStepResult:
         self.page, self.steps = "home", 0
         self.resets += 1
-        return self._obs()
+        return self._result()
 
-    def step(self, action: Action):
+    def step(self, action: Action) -> EnvStepResult:
         self.steps += 1
         links = PAGES[self.page][1]
-        feedback, error = "", ""
+        if action.kind == "click" and action.element >= len(links):
+            return self._result(error=f"no element {action.element} on {self.page}")
         if action.kind == "click":
-            if action.element >= len(links):
-                raise ValueError(f"no element {action.element} on {self.page}")
             name, _, self.page = links[action.element]
-            feedback = f"Clicked {name}"
-        elif action.kind == "type":
-            error = "cannot type here"
-        elif action.kind == "stop":
-            return self._obs(), 0.0, True, {}
-        done = self.page in REWARD or self.steps >= self.max_steps
-        return self._obs(feedback, error), REWARD.get(self.page, 0.0), done, {}
+            return self._result(REWARD.get(self.page, 0.0), self.page in REWARD, feedback=f"Clicked {name}")
+        if action.kind == "stop":
+            return self._result(terminated=True)
+        return self._result(error="cannot type here")  # type
 
 
 def test_state_tree_by_hand_depth_two():
@@ -94,7 +97,7 @@ def test_state_tree_by_hand_depth_two():
     env, counts = ToySite(), ResimCounts()
     obs = env.reset(ToyTask())
     config = ResimConfig(branching=3, depth=2, value_steps=0, step_cost=0.1)
-    tree, firsts, actions = expand_state(env, ToyTask(), [], obs, config, oracle, counts)
+    tree, episodes, actions = expand_state(env, ToyTask(), [], obs, config, oracle, counts)
     by_action = {b.action: b for b in tree.branches}
     assert tree.branches[0].action == "click(0)" and tree.branches[0].proposed_by == "base"
     assert sorted(by_action) == ["click(0)", "click(1)", "click(2)"]
@@ -107,7 +110,7 @@ def test_state_tree_by_hand_depth_two():
     assert (help_.value, help_.value_source) == (-0.2, "unfinished")
     assert [s.state.title for s in quit_.steps] == ["Bye"] and (quit_.value, quit_.value_source) == (-0.1, "terminal")
     assert tree.chosen == 0 and tree.prefix == [] and not any(b.diverged for b in tree.branches)
-    assert firsts[0]["url"] == "http://toy/shop" and actions[0] == Action.click(0)
+    assert episodes[0].results[0].observation["url"] == "http://toy/shop" and actions[0] == Action.click(0)
     # env steps: 2 (base) + 2 (help, then home) + 1 (quit ends) = 5
     assert counts.env_steps == 5
     assert "because it has the highest value (0.80)" in resim_trace(tree)
@@ -193,18 +196,24 @@ def test_best_alternative_is_chosen_over_the_base_action():
     assert "because it has the highest value (0.80)" in traj.turns[0].response_text
 
 
-def test_raised_and_error_branches_are_recorded_not_fatal():
-    def proposes(task, obs):  # an unlisted element at home (raises), the oracle elsewhere
+def test_rejected_actions_are_steps_with_their_error():
+    def proposes(task, obs):  # an unlisted element at home (the env reports an error), the oracle elsewhere
         return Action.click(9) if obs["url"].endswith("/home") else Action.click(0)
 
+    # home, b=3, d=1, 2 rollout steps, 0.05 a step; the seeded alternatives at home are click(0), click(1):
+    #   click(9): home again (error), then click(9) twice more          -> unfinished 0 - 3 * 0.05
+    #   click(0): shop, then the base policy's click(0): bought         -> rollout    1 - 2 * 0.05
+    #   click(1): help, then click(0): home, then click(9): error       -> unfinished 0 - 3 * 0.05
     config = ResimConfig(branching=3, depth=1, value_steps=2)
     traj, trees = resim_episode(ToySite(), ToyTask(), config, proposes)
     first = trees[0]
+    values = {b.action: (b.value, b.value_source) for b in first.branches}
+    assert values == {"click(9)": (-0.15, "unfinished"), "click(0)": (0.9, "rollout"),
+                      "click(1)": (-0.15, "unfinished")}
     base = first.branches[0]
-    assert base.action == "click(9)" and base.value_source == "raised"
-    assert base.steps[0].raised == "ValueError: no element 9 on home" and base.steps[0].done
-    assert "it cannot be done (ValueError: no element 9 on home)" in resim_trace(first)
-    assert first.branches[first.chosen].action in ("click(0)", "click(1)")  # never the raising one
+    assert base.steps[0].state.error == "no element 9 on home" and not base.steps[0].done
+    assert "error: no element 9 on home" in resim_trace(first)
+    assert first.branches[first.chosen].action == "click(0)"
     assert traj.status == "ok" and traj.info.task_reward == 1.0
 
     def types(task, obs):  # typing is refused with last_action_error, the page stays
@@ -216,10 +225,12 @@ def test_raised_and_error_branches_are_recorded_not_fatal():
     assert "error: cannot type here" in resim_trace(tree)
 
 
-def test_chosen_action_that_raises_drops_the_trajectory():
-    traj, trees = resim_episode(ToySite(), ToyTask(), ResimConfig(branching=1, depth=1, value_steps=0),
+def test_a_chosen_action_the_env_rejects_is_a_turn_like_any_other():
+    traj, trees = resim_episode(ToySite(), ToyTask(), ResimConfig(branching=1, depth=1, value_steps=0, max_states=2),
                                 lambda task, obs: Action.click(9))
-    assert traj.status == "dropped" and "raised" in traj.drop_reason and len(trees) == 1
+    assert traj.status == "ok" and len(traj.turns) == 2 and traj.info.truncated and traj.info.task_reward is None
+    assert [t.observation.last_action_error for t in traj.turns] == ["", "no element 9 on home"]
+    assert traj.turns[0].feedback == "no element 9 on home"
 
 
 class FlakySite(ToySite):
@@ -246,7 +257,7 @@ def test_every_replay_differing_drops_the_episode_and_nothing_is_written(tmp_pat
     config = ResimConfig(branching=2, depth=1, value_steps=3)
     traj, trees = resim_episode(ToySite(unstable=True), ToyTask(), config)
     assert traj.status == "dropped" and "not deterministic" in traj.drop_reason and trees == []
-    counts = resim_demos([ToyTask()], lambda: ToySite(unstable=True), 1, tmp_path, config)
+    counts = resim_demos([ToyTask()], ToySite(unstable=True), 1, tmp_path, config)
     assert (counts.episodes, counts.not_kept, counts.traces) == (1, 1, 0)
     assert (tmp_path / "demos.jsonl").read_text() == ""
 
@@ -254,11 +265,11 @@ def test_every_replay_differing_drops_the_episode_and_nothing_is_written(tmp_pat
 class CrashingSite(ToySite):
     """The browser 'crashes' on the first step after the first replay: WebEnv's infra end."""
 
-    def step(self, action: Action):
-        obs, reward, done, info = super().step(action)
+    def step(self, action: Action) -> EnvStepResult:
+        result = super().step(action)
         if self.resets >= 2:
-            return obs, 0.0, True, {"end_reason": "infra_error", "infra_error": "browser crashed"}
-        return obs, reward, done, info
+            return self._result(info={"infra_error": "browser crashed", "truncation_reason": "infra_error"})
+        return result
 
 
 def test_an_infrastructure_error_is_not_a_simulated_end_and_drops_the_episode():
@@ -271,10 +282,10 @@ def test_only_successful_episodes_are_kept_unless_asked(tmp_path):
         return Action.click(2)
 
     config = ResimConfig(branching=1, depth=1, value_steps=0)
-    counts = resim_demos([ToyTask()], ToySite, 1, tmp_path / "a", config, quits)
+    counts = resim_demos([ToyTask()], ToySite(), 1, tmp_path / "a", config, quits)
     assert (counts.episodes, counts.not_kept, counts.traces) == (1, 1, 0)
-    counts = resim_demos([ToyTask()], ToySite, 1, tmp_path / "b", ResimConfig(branching=1, depth=1, value_steps=0,
-                                                                               keep="all"), quits)
+    counts = resim_demos([ToyTask()], ToySite(), 1, tmp_path / "b", ResimConfig(branching=1, depth=1, value_steps=0,
+                                                                                 keep="all"), quits)
     assert (counts.not_kept, counts.traces) == (0, 1)
     assert load_trajectories(tmp_path / "b" / "demos.jsonl")[0].info.task_reward == 0.0
 
@@ -307,7 +318,7 @@ def test_demos_file_reads_back_and_renders_for_sft(tmp_path):
     from webrl.policy.prompt import PromptConfig
 
     config = ResimConfig(branching=2, depth=1, value_steps=3)
-    counts = resim_demos([ToyTask(), ToyTask()], ToySite, n=2, out_dir=tmp_path, config=config)
+    counts = resim_demos([ToyTask(), ToyTask()], ToySite(), n=2, out_dir=tmp_path, config=config)
     assert (counts.episodes, counts.traces, counts.states) == (2, 4, 4)
     trajs = load_trajectories(tmp_path / "demos.jsonl")
     assert len(trajs) == 2 and json.dumps(trajs[0].reward_details)  # provenance round-trips
@@ -334,9 +345,10 @@ def test_real_webenv_branches_match_a_fresh_replay(browser_session):
     from webrl.envs import WebEnv, WebEnvConfig
     from webrl.envs.sites.source import make_task
     from webrl.recipes.resim import StateView
+    from webrl.rollout.episode import GymSlot
 
     task = make_task("widgets", 0, "train", 5)
-    env = GymReplayEnv(WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": "small"}}), session=browser_session))
+    env = GymSlot(WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": "small"}}), session=browser_session))
     try:
         config = ResimConfig(branching=2, depth=1, value_steps=2)
         traj, trees = resim_episode(env, task, config)
@@ -347,18 +359,19 @@ def test_real_webenv_branches_match_a_fresh_replay(browser_session):
         for tree in trees:
             for branch in tree.branches:
                 assert not branch.diverged
-                obs = env.reset(task)
+                result = env.reset(task)
                 for compact in tree.prefix:
-                    obs, _, done, _ = env.step(_action_of(compact))
-                    assert not done
-                assert StateView.of(obs) == tree.state  # the state replays
+                    result = env.step(_action_of(compact))
+                    assert not (result.terminated or result.truncated)
+                assert StateView.of(result.observation) == tree.state  # the state replays
                 step = branch.steps[0]
-                action = _action_of(step.action)
-                obs, reward, done, _ = env.step(action)
-                assert StateView.of(obs) == step.state and (reward, done) == (step.reward, step.done)
+                result = env.step(_action_of(step.action))
+                done = result.terminated or result.truncated
+                assert StateView.of(result.observation) == step.state and (result.reward, done) == (step.reward,
+                                                                                                    step.done)
         assert len(traj.turns[0].images) == 1 and traj.turns[0].observation.screenshot_size == [640, 480]
     finally:
-        env.close()
+        env.env.close()
 
 
 def _action_of(compact: str) -> Action:

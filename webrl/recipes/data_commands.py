@@ -38,14 +38,17 @@ class ResimCommandConfig:
 def resim_main(config: ResimCommandConfig) -> int:
     from webrl.envs import BrowserSession, WebEnv, WebEnvConfig
     from webrl.envs.sites.source import SandboxTaskSource
-    from webrl.recipes.resim import GymReplayEnv, resim_demos
+    from webrl.recipes.resim import resim_demos
+    from webrl.rollout.episode import GymSlot
 
     source = SandboxTaskSource(sites=tuple(config.sites), levels=tuple(config.levels), split=config.split)
     session = BrowserSession()
     try:
-        env_config = WebEnvConfig.from_dict({"browser": {"viewport": config.viewport}})
-        counts = resim_demos(source, lambda: GymReplayEnv(WebEnv(env_config, session=session)), config.n,
-                             config.out, config.resim)
+        env = WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": config.viewport}}), session=session)
+        try:
+            counts = resim_demos(source, GymSlot(env), config.n, config.out, config.resim)
+        finally:
+            env.close()
     finally:
         session.close()
     print(f"ReSim: {counts.traces} traces from {counts.episodes - counts.not_kept} of {counts.episodes} episodes "

@@ -9,11 +9,13 @@ Notation: s_t the real state at step t of the episode; a*_t the base policy's ac
 b-1 alternatives); d = `depth` real steps per branch; V the value of a branch.
 
 Algorithm (per episode, for t = 0 .. `max_states`-1):
-1. For each considered action a at s_t: reset the env, replay the chosen prefix a_0..a_{t-1}
-   (the sandbox sites and MiniWoB++ are deterministic under the task's seed, so this reaches
-   s_t again; a replay whose page differs from s_t is marked `diverged` and never chosen), take
-   a, then let the base policy act for d-1 more steps, recording every real next state (URL,
-   title, the first listed elements, feedback, error, reward, done).
+1. Each considered action a at s_t is one episode of the episode runner (`webrl.rollout.episode`):
+   reset, replay the chosen prefix a_0..a_{t-1} (`prefix`; the sandbox sites and MiniWoB++ are
+   deterministic under the task's seed, so this reaches s_t again; a replay whose page differs
+   from s_t, `expect`, is marked `diverged` and never chosen), take a (`first`), then the base
+   policy acts (the agent) for at most d-1 + `value_steps` more steps (`max_turns`). The first d
+   real next states (URL, title, the first listed elements, feedback, error, reward, done) are
+   the branch's simulated steps.
 2. V(branch) = R - `step_cost` * n: R the reward at the branch's end if the episode ended
    within its d steps, else the reward the base policy reaches within `value_steps` further
    steps (0 if it does not finish): a Monte Carlo rollout of the base policy standing in for the
@@ -45,19 +47,26 @@ Departures from the paper (Yu et al. 2025, arXiv 2510.09577) and why:
   trace for its state; past turns keep their traces in the SFT prompt as the policy's
   `context_mode` says (the shipped tiny model's 512-token prompt budget drops them: a trace of
   b=3, d=2 on a widgets page is 800-1000 tokens of its tokenizer).
-- No MiniWoB++ env was run here: any env behind the `ReplayEnv` protocol works, and
-  `GymReplayEnv` wraps `WebEnv`; only sandbox tasks were tested.
+- An action the env rejects is a step whose state carries the error (`WebEnv` reports it as the
+  observation's last_action_error, and the trace says so); an env that raises on an action is an
+  infrastructure failure under the episode runner's contract and drops the episode, so there is
+  no "raised" value source. A diverged replay is not simulated further (no steps, value 0).
+- No MiniWoB++ env was run here: any env slot of the episode runner works (`GymSlot` wraps
+  `WebEnv`); only sandbox tasks were tested.
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from webrl.actions import Action
 from webrl.policy.formats import make_format
-from webrl.types import Image, Trajectory, TrajectoryInfo, Turn, TurnObservation, save_trajectories
+from webrl.rollout.episode import (Decided, Episode, EpisodeInfraError, EpisodeSpec, action_decision, check_infra,
+                                   new_trajectory, observation_of, run_episode)
+from webrl.types import Trajectory, Turn, save_trajectories
 
 TRACE_FORMATS = ("som", "compact", "pointer")  # formats that render an action without screenshot geometry
 KEEP_MODES = ("success", "all")
@@ -65,7 +74,8 @@ SUCCESS_THRESHOLD = 0.5  # a checker reward >= this is a success (as the sandbox
 
 
 class ResimInfraError(RuntimeError):
-    """The env failed (a crashed browser, a hung page): not a state to simulate; the episode is dropped."""
+    """No state to simulate (every replay reached another page); the episode is dropped, as it is
+    when the env reports an infrastructure failure (`EpisodeInfraError`)."""
 
 
 @dataclass
@@ -113,42 +123,32 @@ class ResimConfig:
             raise ValueError(f"ResimConfig.action_format must be one of {TRACE_FORMATS}, got {self.action_format!r}")
 
 
-class ReplayEnv(Protocol):
-    """The env ReSim drives. Observations are dicts with "url", "title", "elements_text",
-    "feedback", "last_action_error", "step", optionally "elements" (element dicts) and
-    "screenshot" ((H, W, 3) uint8). Every reset must give the same page for the same task."""
-
-    def reset(self, task: Any) -> dict[str, Any]: ...
-
-    def step(self, action: Action) -> tuple[dict[str, Any], float, bool, dict[str, Any]]: ...
-
-
-class GymReplayEnv:
-    """`ReplayEnv` over a Gymnasium web env (`WebEnv`): elements folded into the observation,
-    terminated or truncated as done (the reason in info["end_reason"])."""
-
-    def __init__(self, env: Any):
-        self.env = env
-
-    def reset(self, task: Any) -> dict[str, Any]:
-        obs, info = self.env.reset(options={"task": task})
-        return {**obs, "elements": info.get("elements", [])}
-
-    def step(self, action: Action) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        info = dict(info, end_reason="terminated" if terminated else info.get("truncation_reason", ""))
-        return {**obs, "elements": info.get("elements", [])}, reward, bool(terminated or truncated), info
-
-    def close(self) -> None:
-        self.env.close()
-
-
 BasePolicy = Callable[[Any, dict], Action]
+"""(task, view) -> the base policy's action; `view` is what an oracle sees (`oracle_view`: the
+observation without the screenshot, plus "elements")."""
 
 
-def oracle_policy(task: Any, obs: dict) -> Action:
-    """The task's scripted oracle (sees the observation without the screenshot), stop() if it has none."""
-    return task.oracle_action({k: v for k, v in obs.items() if k != "screenshot"}) or Action.stop()
+def oracle_policy(task: Any, view: dict) -> Action:
+    """The task's scripted oracle, stop() if it has none."""
+    return task.oracle_action(view) or Action.stop()
+
+
+def oracle_view_of(result: Any) -> dict:
+    """The base policy's view of an `EnvStepResult` (`oracle_view`)."""
+    from webrl.envs.observation import oracle_view  # playwright comes with it: only when an env runs
+
+    return oracle_view(result.observation, result.info)
+
+
+class BaseAgent:
+    """The base policy as the episode runner's agent."""
+
+    def __init__(self, policy: BasePolicy, task: Any):
+        self.policy, self.task = policy, task
+
+    def __call__(self, request: Any, result: Any) -> Decided:
+        action = self.policy(self.task, oracle_view_of(result))
+        return Decided(action_decision(action, request.observation))
 
 
 # -- the tree (plain data, JSON-able via asdict) ---------------------------------------------------
@@ -180,8 +180,6 @@ class SimStep:
     state: StateView
     reward: float = 0.0
     done: bool = False
-    raised: str = ""
-    """The exception the env raised on this action ("" if none); the branch ends there."""
 
 
 @dataclass
@@ -193,16 +191,16 @@ class Branch:
     """"base" (the base policy's action) or "alternative"."""
     steps: list[SimStep] = field(default_factory=list)
     reward: float = 0.0
-    """The env reward where the branch (or its rollout) ended; 0 if it did not end or raised."""
+    """The env reward where the branch (or its rollout) ended; 0 if it did not end."""
     value: float = 0.0
     """reward - step_cost * env_steps."""
     env_steps: int = 0
     """Env steps the branch took after the replay (simulated plus rollout)."""
     value_source: str = "unfinished"
     """"terminal" (ended within the branch), "rollout" (the base policy finished it within
-    value_steps), "unfinished" or "raised"."""
+    value_steps) or "unfinished"."""
     diverged: bool = False
-    """The replay of the prefix did not reach the state's page: never chosen."""
+    """The replay of the prefix did not reach the state's page (or ended first): never chosen."""
 
 
 @dataclass
@@ -227,8 +225,8 @@ class ResimCounts:
     traces: int = 0
     diverged: int = 0
     not_kept: int = 0
-    """Episodes not written: dropped (infrastructure error, a chosen action that raised, every
-    branch diverged) or, with keep="success", unsuccessful."""
+    """Episodes not written: dropped (infrastructure error, every branch diverged) or, with
+    keep="success", unsuccessful."""
 
 
 # -- expansion against the env ----------------------------------------------------------------------
@@ -254,54 +252,34 @@ def alternative_actions(base: Action, elements: Sequence[dict], k: int, rng: ran
     return out
 
 
-def _checked_step(env: ReplayEnv, action: Action) -> tuple[dict, float, bool, dict]:
-    """env.step, with an infrastructure end (GymReplayEnv's end_reason "infra_error") raised as
-    `ResimInfraError`: a crashed browser must not read as a simulated episode end."""
-    obs, reward, done, info = env.step(action)
-    if (info or {}).get("end_reason") == "infra_error" or (info or {}).get("infra_error"):
-        raise ResimInfraError(f"infrastructure error at {action.to_compact()}: "
-                              f"{(info or {}).get('infra_error') or 'the env truncated the episode'}")
-    return obs, reward, done, info
-
-
-def _replay(env: ReplayEnv, task: Any, prefix: Sequence[Action], counts: ResimCounts) -> dict:
-    obs = env.reset(task)
-    for i, action in enumerate(prefix):
-        obs, _, done, _ = _checked_step(env, action)
-        counts.env_steps += 1
-        if done:
-            raise RuntimeError(f"ReSim replay of {task.spec.id}: the prefix ended at its step {i} "
-                               f"({action.to_compact()})")
-    return obs
-
-
-def simulate_branch(env: ReplayEnv, task: Any, prefix: Sequence[Action], action: Action, state: StateView,
-                    config: ResimConfig, policy: BasePolicy, counts: ResimCounts,
-                    proposed_by: str = "base") -> tuple[Branch, Optional[dict]]:
-    """Replay `prefix`, take `action`, follow `policy` for depth-1 steps, then find the value.
-    Returns the branch and the raw observation after `action` (None if the env raised)."""
-    obs = _replay(env, task, prefix, counts)
-    branch = Branch(action.to_compact(), proposed_by, diverged=not StateView.of(obs).same_page(state))
-    first = None
-    for k in range(config.depth + config.value_steps):
-        try:
-            obs, reward, done, _ = _checked_step(env, action)
-        except ValueError as error:  # an env that rejects an action by raising: recorded, not fatal
-            counts.env_steps += 1
-            if k < config.depth:
-                branch.steps.append(SimStep(action.to_compact(), StateView.of(obs), 0.0, True,
-                                            f"{type(error).__name__}: {error}"))
-            branch.value_source = "raised"
-            return _valued(branch, 0.0, k + 1, config), first
-        counts.env_steps += 1
-        first = obs if k == 0 else first
-        if k < config.depth:
-            branch.steps.append(SimStep(action.to_compact(), StateView.of(obs), float(reward), bool(done)))
-        if done:
-            branch.value_source = "terminal" if k < config.depth else "rollout"
-            return _valued(branch, float(reward), k + 1, config), first
-        action = policy(task, obs)
-    return _valued(branch, 0.0, config.depth + config.value_steps, config), first
+def simulate_branch(env: Any, task: Any, prefix: Sequence[Action], action: Action, state: Any, config: ResimConfig,
+                    policy: BasePolicy, counts: ResimCounts, proposed_by: str = "base") -> tuple[Branch, Episode]:
+    """One runner episode from reset on the env slot `env`: replay `prefix`, take `action` at
+    `state` (the `EnvStepResult` of s_t), follow `policy` for depth-1 + value_steps steps. Returns
+    the branch and the episode (turn len(prefix) is the action's, `results[len(prefix)]` its next
+    state). Raises `EpisodeInfraError`."""
+    t, view = len(prefix), StateView.of(state.observation)
+    spec = EpisodeSpec(task, max_turns=t + config.depth + config.value_steps,
+                       prefix=[Turn(action=a, response_text=a.to_compact()) for a in prefix],
+                       expect=(view.url, view.title, view.elements_text),
+                       first=Decided(action_decision(action, observation_of(state))))
+    episode = run_episode(spec, env, BaseAgent(policy, task))
+    counts.env_steps += episode.env_steps
+    turns = episode.trajectory.turns
+    # the runner checks `expect` after a replayed prefix; at t = 0 the reset itself must show s_0
+    reached = StateView.of(dataclasses.asdict(turns[t].observation)) if len(turns) > t else None
+    branch = Branch(action.to_compact(), proposed_by, diverged=reached is None or not reached.same_page(view))
+    if branch.diverged:
+        return branch, episode
+    after = episode.results[t:]
+    for turn, result in zip(episode.trajectory.turns[t:t + config.depth], after):
+        branch.steps.append(SimStep(turn.action.to_compact(), StateView.of(result.observation), float(result.reward),
+                                    result.terminated or result.truncated))
+    final = episode.final
+    if not (final.terminated or final.truncated):
+        return _valued(branch, 0.0, len(after), config), episode
+    branch.value_source = "terminal" if len(after) <= config.depth else "rollout"
+    return _valued(branch, float(final.reward), len(after), config), episode
 
 
 def _valued(branch: Branch, reward: float, env_steps: int, config: ResimConfig) -> Branch:
@@ -310,26 +288,27 @@ def _valued(branch: Branch, reward: float, env_steps: int, config: ResimConfig) 
     return branch
 
 
-def expand_state(env: ReplayEnv, task: Any, prefix: Sequence[Action], obs: dict, config: ResimConfig,
-                 policy: BasePolicy, counts: ResimCounts) -> tuple[StateTree, list[Optional[dict]], list[Action]]:
-    """The tree of the state `obs` reached by `prefix`; also each branch's first next observation
-    and its action."""
-    base = policy(task, obs)
+def expand_state(env: Any, task: Any, prefix: Sequence[Action], state: Any, config: ResimConfig,
+                 policy: BasePolicy, counts: ResimCounts) -> tuple[StateTree, list[Episode], list[Action]]:
+    """The tree of the state `state` (an `EnvStepResult`) reached by `prefix`; also each branch's
+    episode and its action."""
+    base = policy(task, oracle_view_of(state))
     rng = random.Random(f"{config.seed}:{task.spec.id}:{len(prefix)}")
-    actions = [base] + alternative_actions(base, obs.get("elements", []), config.branching - 1, rng)
-    state, branches, firsts = StateView.of(obs), [], []
+    actions = [base] + alternative_actions(base, state.info.get("elements", []), config.branching - 1, rng)
+    branches, episodes = [], []
     for i, action in enumerate(actions):
-        branch, first = simulate_branch(env, task, prefix, action, state, config, policy, counts,
-                                        "base" if i == 0 else "alternative")
+        branch, episode = simulate_branch(env, task, prefix, action, state, config, policy, counts,
+                                          "base" if i == 0 else "alternative")
         branches.append(branch)
-        firsts.append(first)
+        episodes.append(episode)
         counts.diverged += branch.diverged
     ranked = [i for i, b in enumerate(branches) if not b.diverged]
     if not ranked:
         raise ResimInfraError(f"every replay of {task.spec.id} at step {len(prefix)} reached another page "
                               f"(the env is not deterministic under the task's seed)")
     chosen = max(ranked, key=lambda i: (branches[i].value, -i))
-    return StateTree(len(prefix), state, [a.to_compact() for a in prefix], branches, chosen), firsts, actions
+    tree = StateTree(len(prefix), StateView.of(state.observation), [a.to_compact() for a in prefix], branches, chosen)
+    return tree, episodes, actions
 
 
 # -- traces (pure) --------------------------------------------------------------------------------
@@ -350,8 +329,6 @@ def describe_state(view: StateView, n_elements: int) -> str:
 
 def _outcome(branch: Branch) -> str:
     worth = f"{branch.env_steps} step(s), so this option is worth {branch.value:.2f}"
-    if branch.value_source == "raised":
-        return f"an action on this path is rejected after {worth}"
     if branch.value_source == "terminal":
         return f"the episode ends with reward {branch.steps[-1].reward:.2f} after {worth}"
     if branch.value_source == "rollout":
@@ -371,11 +348,8 @@ def resim_trace(tree: StateTree, summary_elements: int = 5) -> str:
             continue
         for k, s in enumerate(b.steps, 1):
             lead = "after it" if k == 1 else f"then {s.action}"
-            if s.raised:
-                lines.append(f"  Step {k}, {lead}: it cannot be done ({s.raised}).")
-            else:
-                end = f"; the episode ends (reward {s.reward:.2f})" if s.done else ""
-                lines.append(f"  Step {k}, {lead}: {describe_state(s.state, summary_elements)}{end}.")
+            end = f"; the episode ends (reward {s.reward:.2f})" if s.done else ""
+            lines.append(f"  Step {k}, {lead}: {describe_state(s.state, summary_elements)}{end}.")
         lines.append(f"  Outcome: {_outcome(b)}.")
     best = tree.branches[tree.chosen]
     ties = [i + 1 for i, b in enumerate(tree.branches) if not b.diverged and b.value == best.value]
@@ -392,51 +366,34 @@ def resim_response(tree: StateTree, action: Action, config: ResimConfig) -> str:
 
 
 # -- episodes and files ----------------------------------------------------------------------------
-def _turn(obs: dict, action: Action, text: str) -> Turn:
-    from webrl.envs.observation import compact_elements
-
-    shot = obs.get("screenshot")
-    observation = TurnObservation(url=obs.get("url", ""), title=obs.get("title", ""),
-                                  elements_text=obs.get("elements_text", ""), feedback=obs.get("feedback", ""),
-                                  last_action_error=obs.get("last_action_error", ""), tabs=obs.get("tabs", ""),
-                                  step=int(obs.get("step", 0)),
-                                  screenshot_size=list(shot.shape[1::-1]) if shot is not None else None,
-                                  elements=compact_elements(obs.get("elements", [])))
-    return Turn(images=[Image.from_array(shot)] if shot is not None else [], response_text=text, action=action,
-                decided_by="resim", observation=observation)
-
-
-def resim_episode(env: ReplayEnv, task: Any, config: ResimConfig, policy: BasePolicy = oracle_policy,
+def resim_episode(env: Any, task: Any, config: ResimConfig, policy: BasePolicy = oracle_policy,
                   counts: Optional[ResimCounts] = None) -> tuple[Trajectory, list[StateTree]]:
-    """One ReSim episode of `task`: a trajectory of trace turns along the chosen actions, and its trees."""
+    """One ReSim episode of `task` on the env slot `env`: a trajectory of trace turns along the
+    chosen actions (each the chosen branch's turn as the runner recorded it, its response the
+    trace), and its trees."""
     counts = counts if counts is not None else ResimCounts()
-    spec = task.spec
-    traj = Trajectory(task_id=spec.id, goal=spec.goal, info=TrajectoryInfo(
-        site=getattr(spec, "site", ""), level=int(getattr(spec, "level", 0) or 0), split=getattr(spec, "split", ""),
-        start_url=getattr(spec, "start_url", ""), source="resim"))
-    obs, prefix, trees = env.reset(task), [], []
+    traj = new_trajectory(task, source="resim")
+    prefix: list[Action] = []
+    trees: list[StateTree] = []
     ended, reward = False, None
-    while len(trees) < config.max_states and not ended:
-        try:
-            tree, firsts, actions = expand_state(env, task, prefix, obs, config, policy, counts)
-        except ResimInfraError as error:
-            traj.drop(f"resim: {error}")
-            break
-        trees.append(tree)
-        counts.states += 1
-        counts.branches += len(tree.branches)
-        chosen, first = actions[tree.chosen], firsts[tree.chosen]
-        turn = _turn(obs, chosen, resim_response(tree, chosen, config))
-        traj.turns.append(turn)
-        step = tree.branches[tree.chosen].steps[0]
-        turn.feedback = step.state.feedback
-        ended = step.done
-        reward = step.reward if ended and not step.raised else reward
-        if first is None:  # the chosen action raised: no next state to go on from
-            traj.drop(f"resim: the chosen action {step.action} raised {step.raised}")
-            break
-        prefix.append(chosen)
-        obs = first
+    try:
+        state = env.reset(task)
+        check_infra(state)
+        while len(trees) < config.max_states and not ended:
+            tree, episodes, actions = expand_state(env, task, prefix, state, config, policy, counts)
+            trees.append(tree)
+            counts.states += 1
+            counts.branches += len(tree.branches)
+            chosen, episode = actions[tree.chosen], episodes[tree.chosen]
+            turn = episode.trajectory.turns[len(prefix)]
+            traj.turns.append(dataclasses.replace(turn, response_text=resim_response(tree, chosen, config),
+                                                  decided_by="resim"))
+            state = episode.results[len(prefix)]
+            ended = state.terminated or state.truncated
+            reward = float(state.reward) if ended else reward
+            prefix.append(chosen)
+    except (ResimInfraError, EpisodeInfraError) as error:
+        traj.drop(f"resim: {error}")
     traj.info.task_reward = reward
     traj.info.terminated, traj.info.truncated = ended, not ended
     traj.reward_details = {"resim": {"config": asdict(config), "values": [[b.value for b in t.branches] for t in trees],
@@ -444,13 +401,14 @@ def resim_episode(env: ReplayEnv, task: Any, config: ResimConfig, policy: BasePo
     return traj, trees
 
 
-def resim_demos(tasks: Any, env_factory: Callable[[], ReplayEnv], n: int, out_dir: str | Path,
-                config: Optional[ResimConfig] = None, policy: BasePolicy = oracle_policy) -> ResimCounts:
+def resim_demos(tasks: Any, env: Any, n: int, out_dir: str | Path, config: Optional[ResimConfig] = None,
+                policy: BasePolicy = oracle_policy) -> ResimCounts:
     """ReSim traces of `n` episodes into `<out_dir>/demos.jsonl` (what `sft.demos_dir` reads).
 
     tasks: a TaskSource (`sample(rng)`, drawn with numpy's rng seeded by `config.seed`) or a
-    sequence of tasks (the first n). env_factory: a new `ReplayEnv` (closed afterwards if it has
-    `close`). Dropped episodes, and with keep="success" unsuccessful ones, are not written (`not_kept`).
+    sequence of tasks (the first n). env: an env slot of the episode runner (`GymSlot(web_env)`;
+    the caller closes it). Dropped episodes, and with keep="success" unsuccessful ones, are not
+    written (`not_kept`).
     """
     import numpy as np
 
@@ -465,20 +423,14 @@ def resim_demos(tasks: Any, env_factory: Callable[[], ReplayEnv], n: int, out_di
     counts, path = ResimCounts(), Path(out_dir) / "demos.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("")
-    env = env_factory()
-    try:
-        for task in chosen:
-            traj, _ = resim_episode(env, task, config, policy, counts)
-            counts.episodes += 1
-            reward = traj.info.task_reward
-            succeeded = reward is not None and reward >= SUCCESS_THRESHOLD
-            if traj.status == "ok" and (config.keep == "all" or succeeded):
-                save_trajectories(path, [traj])
-                counts.traces += len(traj.turns)
-            else:
-                counts.not_kept += 1
-    finally:
-        if hasattr(env, "close"):
-            env.close()
+    for task in chosen:
+        traj, _ = resim_episode(env, task, config, policy, counts)
+        counts.episodes += 1
+        reward = traj.info.task_reward
+        succeeded = reward is not None and reward >= SUCCESS_THRESHOLD
+        if traj.status == "ok" and (config.keep == "all" or succeeded):
+            save_trajectories(path, [traj])
+            counts.traces += len(traj.turns)
+        else:
+            counts.not_kept += 1
     return counts
-

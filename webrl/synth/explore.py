@@ -30,11 +30,13 @@ import re
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 from urllib.parse import parse_qs, urldefrag, urlparse
 
 from webrl.actions import Action
 from webrl.envs.task import BaseTask, TaskSpec, origin
+from webrl.rollout.episode import (Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, GymSlot, action_decision,
+                                   run_episode)
 
 ELEMENT_CATEGORIES = ("navigation", "item", "search", "search_submit", "form_field", "filter", "submit",
                       "action", "external", "other")
@@ -161,36 +163,58 @@ def _in_scope(url: str, start_url: str) -> bool:
     return origin(url) == origin(start_url) and urlparse(url).path.startswith(folder)
 
 
-def explore(env: Any, start_url: str, max_pages: int = 12, max_depth: int = 2) -> ExplorationMap:
-    """Visit up to `max_pages` pages breadth-first from `start_url` in `env` (a `WebEnv`), one
-    episode that opens each page with `goto`. Links are queued in DOM order, navigation and item
-    links in two queues taken in turn, so that a small page budget sees listings and item pages."""
-    site_origin = origin(start_url)
-    spec = TaskSpec(id="synth/explore", goal="Explore the site", start_url=start_url, max_steps=max_pages + 2)
-    obs, info = env.reset(options={"task": BaseTask(spec)})
-    result = ExplorationMap(start_url)
-    seen: set[str] = {urldefrag(start_url)[0]}
-    queues: dict[str, deque] = {"navigation": deque(), "item": deque()}  # taken in turn: both page kinds
-    turn = -1  # navigation first, then items, in turn
-    current: Optional[tuple[int, str, str]] = (0, "start", "")
-    while current is not None:
-        depth, via, via_name = current
+class ExploreAgent:
+    """Breadth-first exploration as the episode runner's agent: records each page it is shown (in
+    scope, not seen before, no action error), queues its navigation and item links, then opens
+    the next queued link with `goto`, the two queues taken in turn; ends the episode ("explored")
+    when nothing is queued or `max_pages` pages are recorded."""
+
+    def __init__(self, start_url: str, max_pages: int, max_depth: int):
+        self.start_url, self.max_pages, self.max_depth = start_url, max_pages, max_depth
+        self.site_origin = origin(start_url)
+        self.map = ExplorationMap(start_url)
+        self.seen: set[str] = {urldefrag(start_url)[0]}
+        self.queues: dict[str, deque] = {"navigation": deque(), "item": deque()}
+        self.turn = -1  # navigation first, then items, in turn
+        self.current = (0, "start", "")  # depth, how and via which link the shown page was reached
+
+    def __call__(self, request: Any, result: Any) -> Decided | EndEpisode:
+        self._record(result.observation, result.info)
+        waiting = [q for q in self.queues.values() if q]
+        if not waiting or len(self.map.pages) >= self.max_pages:
+            return EndEpisode("explored")
+        self.turn += 1
+        href, depth, via, via_name = waiting[self.turn % len(waiting)].popleft()
+        self.current = (depth, via, via_name)
+        return Decided(action_decision(Action("goto", text=href), request.observation), -1, "explore")
+
+    def _record(self, obs: dict, info: dict) -> None:
+        depth, via, via_name = self.current
         url = urldefrag(obs["url"])[0]
-        seen.add(url)
-        if not obs["last_action_error"] and _in_scope(url, start_url) and all(p.url != url for p in result.pages):
-            page = PageRecord(url, obs["title"], depth, via, via_name,
-                              [categorised(e, site_origin) for e in info["elements"]])
-            result.pages.append(page)
-            for e in page.elements:
-                if e.category in ("navigation", "item") and e.href not in seen and _in_scope(e.href, start_url) \
-                        and depth + 1 <= max_depth:
-                    seen.add(e.href)
-                    queues[e.category].append((e.href, depth + 1, e.category, e.name))
-        current = None
-        waiting = [q for q in queues.values() if q]
-        if waiting and len(result.pages) < max_pages:
-            turn += 1
-            href, depth, via, via_name = waiting[turn % len(waiting)].popleft()
-            obs, _, terminated, truncated, info = env.step(Action("goto", text=href))
-            current = None if (terminated or truncated) else (depth, via, via_name)
-    return result
+        self.seen.add(url)
+        if obs["last_action_error"] or not _in_scope(url, self.start_url) or any(p.url == url for p in self.map.pages):
+            return
+        page = PageRecord(url, obs["title"], depth, via, via_name,
+                          [categorised(e, self.site_origin) for e in info["elements"]])
+        self.map.pages.append(page)
+        for e in page.elements:
+            if e.category in ("navigation", "item") and e.href not in self.seen and _in_scope(e.href, self.start_url) \
+                    and depth + 1 <= self.max_depth:
+                self.seen.add(e.href)
+                self.queues[e.category].append((e.href, depth + 1, e.category, e.name))
+
+
+def explore(env: Any, start_url: str, max_pages: int = 12, max_depth: int = 2) -> ExplorationMap:
+    """Visit up to `max_pages` pages breadth-first from `start_url` in `env` (a `WebEnv`): one
+    episode of the episode runner whose agent (`ExploreAgent`) opens each page with `goto`. Links
+    are queued in DOM order, navigation and item links in two queues taken in turn, so that a
+    small page budget sees listings and item pages. An infrastructure failure ends the
+    exploration with the pages recorded so far."""
+    spec = TaskSpec(id="synth/explore", goal="Explore the site", start_url=start_url, max_steps=max_pages + 2)
+    agent = ExploreAgent(start_url, max_pages, max_depth)
+    try:
+        run_episode(EpisodeSpec(BaseTask(spec), max_turns=env.config.max_steps or spec.max_steps, screenshot="none"),
+                    GymSlot(env), agent)
+    except EpisodeInfraError:
+        pass  # as when the env ends the episode: the map holds what was reached
+    return agent.map

@@ -12,8 +12,9 @@ Content edits (type, select, press) never count as part of a loop: their effect 
 server where the element list does not show it.
 
 `refine_trajectory(env, trajectory, task)` replays the kept actions from a fresh episode (the
-element ids still hold: each kept turn starts from the same state as before) and re-checks
-the end: the replay must raise no action error, end in the same state, and score at least the
+element ids still hold: each kept turn starts from the same state as before; one episode of the
+episode runner with `ReplayAgent`, so the refined trajectory records what the replay showed) and
+re-checks the end: the replay must raise no action error, end in the same state, and score at least the
 original checker reward (tasks without a checker: the same final state). If the replay
 disagrees, the original trajectory is kept and the report says so.
 
@@ -24,9 +25,11 @@ reordered, and a replay, not a judgement, confirms the result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from webrl.synth.collect import finish, make_turn, new_trajectory, state_key
+from webrl.actions import Action
+from webrl.rollout.episode import Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, GymSlot, run_episode
+from webrl.synth.collect import finish, state_key, synth_decision
 from webrl.synth.tasks import SynthTask
 from webrl.types import Trajectory
 
@@ -74,23 +77,32 @@ def refine_steps(traj: Trajectory) -> dict[int, str]:
     return removed
 
 
+class ReplayAgent:
+    """Takes `actions` in order, one a turn (as synthesis records them: `synth_decision`), and
+    ends the episode ("action_error") as soon as the env reports an error for one."""
+
+    def __init__(self, actions: Sequence[Action], record_images: bool = True):
+        self.actions, self.record_images = list(actions), record_images
+
+    def __call__(self, request: Any, result: Any) -> Decided | EndEpisode:
+        if request.history and result.observation.get("last_action_error"):
+            return EndEpisode("action_error")
+        return synth_decision(self.actions[len(request.history)], request.observation, self.record_images)
+
+
 def _replay(env: Any, task: SynthTask, actions: list, record_images: bool) -> tuple[Optional[Trajectory], float]:
-    obs, info = env.reset(options={"task": task.web_task()})
-    traj = new_trajectory(task)
-    reward, terminated, truncated = 0.0, False, False
-    for action in actions:
-        if terminated or truncated:
-            return None, 0.0
-        turn = make_turn(obs, info, action, record_images)
-        obs, reward, terminated, truncated, info = env.step(action)
-        turn.feedback = obs["feedback"]
-        traj.turns.append(turn)
-        if obs["last_action_error"]:
-            return None, 0.0
-    if not terminated:
+    """The replayed trajectory and its reward; None when an action errs, the episode ends early
+    or does not end, or the env fails."""
+    try:
+        episode = run_episode(EpisodeSpec(task.web_task(), max_turns=len(actions)), GymSlot(env),
+                              ReplayAgent(actions, record_images))
+    except EpisodeInfraError:
         return None, 0.0
-    finish(traj, reward, terminated, info, task)
-    return traj, float(reward)
+    final = episode.final
+    if len(episode.trajectory.turns) < len(actions) or final.observation["last_action_error"] or not final.terminated:
+        return None, 0.0
+    finish(episode.trajectory, final.reward, final.terminated, final.info, task)
+    return episode.trajectory, float(final.reward)
 
 
 def refine_trajectory(env: Any, traj: Trajectory, task: SynthTask,

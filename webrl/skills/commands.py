@@ -9,11 +9,13 @@ what `policy.skills.library_dir` reads) plus report.json (ExtractionResult.repor
 trajectories came from (`WebEnvReplay`); held_out= names other trajectories to replay on
 (e.g. demos of the test split), otherwise the source ones are replayed as fresh episodes.
 
-`WebEnvReplay(env)(skill, args, task)`: reset on `task`; the task's oracle acts until the skill
+`WebEnvReplay(env)(skill, args, task)`: one episode of the episode runner on `task` whose agent
+(`SkillReplayAgent`) switches phases: the task's oracle acts until the skill
 applies (the URL matches a url_pattern and the first step's target resolves on `info["elements"]`);
 the skill's bound steps run one by one (`resolve_target` on the current elements; a step that
 does not resolve or whose action errs fails the replay); the page reached must match `leads_to`;
-then the oracle finishes the task. Success = the checker's reward is 1. This executes steps
+then the oracle finishes the task. Success = the checker's reward is 1; an infrastructure failure
+fails the replay. This executes steps
 itself until the grounded `skill(...)` action (webrl.envs) is the one to use. The oracle could
 undo a skill that did the wrong thing, so the leads_to check and the errors are what make a
 replay fail; a skill that drifts but leads to the right page kind can still pass (noted in the
@@ -26,7 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from webrl.actions import Action
 from webrl.config import ConfigError
+from webrl.rollout.episode import (Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, GymSlot, action_decision,
+                                   run_episode)
 from webrl.skills.skill import Skill, resolve_target, url_matches
 
 __all__ = ["SkillsCommandConfig", "WebEnvReplay", "extract_to_folder", "load_source", "sandbox_task", "skills_main"]
@@ -105,6 +110,73 @@ def sandbox_task(traj: Any):
     return task
 
 
+class SkillReplayAgent:
+    """The replay's agent (module docstring): phase "before" (the oracle until the skill applies),
+    "skill" (its bound steps), "after" (the oracle to the end). A failure ends the episode
+    ("replay_failed"), `failure` says why; `ended(final)` gives the failure of an episode the env
+    ended, from the phase it ended in."""
+
+    def __init__(self, skill: Skill, args: Mapping[str, str], task: Any):
+        self.skill, self.task, self.bound = skill, task, list(skill.bind(args))
+        self.phase, self.next_step, self.failure = "before", 0, ""
+
+    def __call__(self, request: Any, result: Any) -> Decided | EndEpisode:
+        obs, info = result.observation, result.info
+        if self.phase == "skill" and self.next_step and obs.get("last_action_error"):
+            return self._fail(f"step {self.bound[self.next_step - 1].index + 1}: {obs['last_action_error']}")
+        if self.phase == "before" and self._applies(obs, info):
+            self.phase = "skill"
+        if self.phase == "before":
+            action = self._oracle(result)
+            return self._fail(f"the oracle finished before {self.skill.name} applied") \
+                if action.kind in ("stop", "answer") else self._decided(action, request)
+        if self.phase == "skill" and self.next_step < len(self.bound):
+            b = self.bound[self.next_step]
+            element: Optional[int] = None
+            if b.step.target is not None:
+                element = resolve_target(b.step.target, info.get("elements") or [], kind=b.step.kind)
+                if element is None:
+                    return self._fail(f"step {b.index + 1}: no {b.step.target.describe()} on {obs.get('url')}")
+            self.next_step += 1
+            return self._decided(b.step.action(element), request)
+        if self.phase == "skill":
+            if self.skill.leads_to and not url_matches(self.skill.leads_to, str(obs.get("url", ""))):
+                return self._fail(f"ended on {obs.get('url')}, not on {self.skill.leads_to}")
+            self.phase = "after"
+        return self._decided(self._oracle(result), request)
+
+    def ended(self, final: Any) -> str:
+        """Why the replay failed, for an episode that ended with `final` ("" for a success)."""
+        if self.failure:
+            return self.failure
+        if self.phase == "before":
+            return f"the episode ended before {self.skill.name} applied"
+        if self.phase == "skill":
+            step = self.bound[self.next_step - 1].index + 1
+            error = final.observation.get("last_action_error")
+            return f"step {step}: {error}" if error else f"step {step}: the episode ended inside the skill"
+        return f"checker reward {final.reward} after the skill" if float(final.reward) < 1.0 else ""
+
+    def _applies(self, obs: Mapping, info: Mapping) -> bool:
+        if not self.skill.applies_to(str(obs.get("url", ""))):
+            return False
+        first = self.skill.steps[0]
+        return first.target is None or "{" in first.target.name or resolve_target(
+            first.target, info.get("elements") or []) is not None
+
+    def _oracle(self, result: Any) -> Action:
+        from webrl.envs.observation import oracle_view  # playwright comes with it: only when a replay runs
+
+        return self.task.oracle_action(oracle_view(result.observation, result.info)) or Action.stop()
+
+    def _decided(self, action: Action, request: Any) -> Decided:
+        return Decided(action_decision(action, request.observation), -1, "skill" if self.phase == "skill" else "oracle")
+
+    def _fail(self, why: str) -> EndEpisode:
+        self.failure = why
+        return EndEpisode("replay_failed")
+
+
 class WebEnvReplay:
     """`replay(skill, args, task) -> bool` in a `WebEnv` (module docstring); `last_failure` says why
     the last replay failed ("" after a success)."""
@@ -113,54 +185,14 @@ class WebEnvReplay:
         self.env = env
         self.last_failure = ""
 
-    def _applies(self, skill: Skill, obs: Mapping, info: Mapping) -> bool:
-        if not skill.applies_to(str(obs.get("url", ""))):
-            return False
-        first = skill.steps[0]
-        return first.target is None or "{" in first.target.name or resolve_target(
-            first.target, info.get("elements") or []) is not None
-
     def __call__(self, skill: Skill, args: Mapping[str, str], task: Any) -> bool:
-        from webrl.actions import Action
-        from webrl.envs.observation import oracle_view
-
-        bound = skill.bind(args)
-        obs, info = self.env.reset(options={"task": task})
-        reward, done = 0.0, False
-        applies = self._applies(skill, obs, info)
-        while not applies:
-            action = task.oracle_action(oracle_view(obs, info)) or Action.stop()
-            if action.kind in ("stop", "answer"):
-                return self._fail(f"the oracle finished before {skill.name} applied")
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            if terminated or truncated:
-                return self._fail(f"the episode ended before {skill.name} applied")
-            applies = self._applies(skill, obs, info)
-        for b in bound:
-            element: Optional[int] = None
-            if b.step.target is not None:
-                element = resolve_target(b.step.target, info.get("elements") or [], kind=b.step.kind)
-                if element is None:
-                    return self._fail(f"step {b.index + 1}: no {b.step.target.describe()} on {obs.get('url')}")
-            obs, reward, terminated, truncated, info = self.env.step(b.step.action(element))
-            if obs.get("last_action_error"):
-                return self._fail(f"step {b.index + 1}: {obs['last_action_error']}")
-            if terminated or truncated:
-                return self._fail(f"step {b.index + 1}: the episode ended inside the skill")
-        if skill.leads_to and not url_matches(skill.leads_to, str(obs.get("url", ""))):
-            return self._fail(f"ended on {obs.get('url')}, not on {skill.leads_to}")
-        while not done:
-            action = task.oracle_action(oracle_view(obs, info)) or Action.stop()
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            done = terminated or truncated
-        if float(reward) < 1.0:
-            return self._fail(f"checker reward {reward} after the skill")
-        self.last_failure = ""
-        return True
-
-    def _fail(self, why: str) -> bool:
-        self.last_failure = why
-        return False
+        agent = SkillReplayAgent(skill, args, task)
+        spec = EpisodeSpec(task, max_turns=self.env.config.max_steps or task.spec.max_steps, screenshot="none")
+        try:
+            self.last_failure = agent.ended(run_episode(spec, GymSlot(self.env), agent).final)
+        except EpisodeInfraError as error:
+            self.last_failure = f"infrastructure error: {error}"
+        return not self.last_failure
 
 
 def extract_to_folder(config: SkillsCommandConfig, session: Any = None) -> dict[str, Any]:

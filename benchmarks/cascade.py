@@ -124,27 +124,23 @@ RANDOM_INIT_MAX_PIXELS = 48 * 28 * 28
 TARGET_FEATURES = ("visual", "text", "both")
 
 
-def run_episode(env, task, policy, max_steps: int, screenshot: str = "som") -> dict:
-    """One episode of `policy` on `task`; per-step oracle agreement, tokens, policy seconds, path.
+class OracleScoredAgent:
+    """The policy as the episode runner's agent, each decision scored against what the task's
+    oracle would do in the same state; `stats` counts agreement, tokens, policy seconds, heads."""
 
-    `screenshot` is the generator's prompt source ("som" or "raw", `PromptConfig.screenshot_source`).
-    Besides exact agreement ("ok"), "element_steps" counts steps whose oracle action names an
-    element and "element_ok" those where the policy's action names the same element.
-    """
-    from webrl.actions import Action
-    from webrl.envs.observation import oracle_view
-    from webrl.policy.types import MarkedObservation
-    from webrl.policy.types import PolicyRequest
+    def __init__(self, policy, task):
+        self.policy, self.task = policy, task
+        self.stats = {"steps": 0, "ok": 0, "tokens": 0, "seconds": 0.0, "heads": 0, "reward": 0.0,
+                      "element_steps": 0, "element_ok": 0}
 
-    obs, info = env.reset(options={"task": task})
-    history = []
-    stats = {"steps": 0, "ok": 0, "tokens": 0, "seconds": 0.0, "heads": 0, "reward": 0.0,
-             "element_steps": 0, "element_ok": 0}
-    for _ in range(max_steps):
-        observation = MarkedObservation.from_env(obs, info, screenshot)
-        oracle = task.oracle_action(oracle_view(obs, info)) or Action.stop()
+    def __call__(self, request, result):
+        from webrl.actions import Action
+        from webrl.envs.observation import oracle_view
+
+        stats = self.stats
+        oracle = self.task.oracle_action(oracle_view(result.observation, result.info)) or Action.stop()
         t0 = time.perf_counter()
-        d = policy.act([PolicyRequest(observation, list(history))])[0]
+        d = self.policy.act([request])[0]
         stats["seconds"] += time.perf_counter() - t0
         stats["steps"] += 1
         stats["ok"] += int(d.action == oracle)
@@ -153,12 +149,23 @@ def run_episode(env, task, policy, max_steps: int, screenshot: str = "som") -> d
             stats["element_ok"] += int(d.action is not None and d.action.element == oracle.element)
         stats["tokens"] += getattr(d, "generated_tokens", len(d.response_ids))
         stats["heads"] += int(getattr(d, "decided_by", "generator").startswith("heads"))
-        history.append(d.to_turn(observation))
-        obs, reward, terminated, truncated, info = env.step(d.action if d.action is not None else d.parse_error)
-        stats["reward"] = float(reward) if terminated else 0.0
-        if terminated or truncated:
-            break
-    return stats
+        return d
+
+
+def run_episode(env, task, policy, max_steps: int, screenshot: str = "som") -> dict:
+    """One episode of `policy` on `task` (the episode runner, every past turn's images kept in the
+    history); per-step oracle agreement, tokens, policy seconds, path.
+
+    `screenshot` is the generator's prompt source ("som" or "raw", `PromptConfig.screenshot_source`).
+    Besides exact agreement ("ok"), "element_steps" counts steps whose oracle action names an
+    element and "element_ok" those where the policy's action names the same one.
+    """
+    from webrl.rollout import episode
+
+    agent = OracleScoredAgent(policy, task)
+    spec = episode.EpisodeSpec(task, max_turns=max_steps, keep_history_images=max_steps, screenshot=screenshot)
+    agent.stats["reward"] = episode.run_episode(spec, episode.GymSlot(env), agent).trajectory.info.task_reward or 0.0
+    return agent.stats
 
 
 def evaluate(env, tasks, policy, max_steps: int, screenshot: str = "som") -> dict:

@@ -360,13 +360,36 @@ def scroll_pixels(action, viewport: Sequence[int]) -> list[float]:
     return [0, sign * pixels] if vertical else [sign * pixels, 0]
 
 
+class OracleRecorder:
+    """A MiniWoB++ task's scripted oracle as the episode runner's agent, recording each state's
+    goal, action and target (its box, and its path in the page, read from `env.page`); it ends the
+    episode ("no_oracle_action") where the oracle has no action."""
+
+    def __init__(self, env: Any, task: Any):
+        self.env, self.task, self.states = env, task, []
+
+    def __call__(self, request: Any, result: Any) -> Any:
+        from webrl.envs.observation import oracle_view
+        from webrl.rollout.episode import EndEpisode, action_decision
+
+        obs, info = result.observation, result.info
+        action = self.task.oracle_action(oracle_view(obs, info))
+        target = None if action is None or action.element is None else info["elements"][action.element]
+        self.states.append(OracleState(
+            obs["goal"], None if action is None else action.to_dict(),
+            None if target is None else list(target["bbox"]),
+            None if target is None else self.env.page.evaluate(TARGET_PATH_JS, target["id"]),
+            scroll_pixels(action, MINIWOB_VIEWPORT) if action and action.kind == "scroll" else None))
+        return EndEpisode("no_oracle_action") if action is None else action_decision(action, request.observation)
+
+
 def oracle_episodes(seeds: Sequence[int], names: Sequence[str] = (), max_steps: int = 15) -> list[OracleEpisode]:
-    """Run the scripted oracles (all, or `names`) on webrl's list; record each state's goal,
-    action and target."""
+    """Run the scripted oracles (all, or `names`) on webrl's list, one episode of the episode
+    runner each (`OracleRecorder`); record each state's goal, action and target."""
     from webrl.envs import WebEnv
     from webrl.envs.miniwob import MiniWoBTask
     from webrl.envs.miniwob_oracles import ORACLES
-    from webrl.envs.observation import oracle_view
+    from webrl.rollout.episode import EpisodeSpec, GymSlot, run_episode
 
     unknown = sorted(set(names) - set(ORACLES))
     if unknown:
@@ -377,22 +400,11 @@ def oracle_episodes(seeds: Sequence[int], names: Sequence[str] = (), max_steps: 
         for name in sorted(names or ORACLES):
             for seed in seeds:
                 task = MiniWoBTask(name, seed=seed)
-                obs, info = env.reset(options={"task": task})
-                states, reward = [], 0.0
-                for _ in range(max_steps):
-                    action = task.oracle_action(oracle_view(obs, info))
-                    target = None if action is None or action.element is None else info["elements"][action.element]
-                    states.append(OracleState(
-                        obs["goal"], None if action is None else action.to_dict(),
-                        None if target is None else list(target["bbox"]),
-                        None if target is None else env.page.evaluate(TARGET_PATH_JS, target["id"]),
-                        scroll_pixels(action, MINIWOB_VIEWPORT) if action and action.kind == "scroll" else None))
-                    if action is None:
-                        break
-                    obs, reward, terminated, truncated, info = env.step(action)
-                    if terminated or truncated:
-                        break
-                episodes.append(OracleEpisode(name, seed, task.spec.start_url, reward == 1.0, tuple(states)))
+                recorder = OracleRecorder(env, task)
+                final = run_episode(EpisodeSpec(task, max_turns=max_steps, screenshot="none"), GymSlot(env),
+                                    recorder).final
+                episodes.append(OracleEpisode(name, seed, task.spec.start_url, final.reward == 1.0,
+                                              tuple(recorder.states)))
     finally:
         env.close()
     return episodes

@@ -281,20 +281,41 @@ class ScriptedSkillPolicy:
 
 
 # -- episodes ---------------------------------------------------------------------------------
+class ScriptedAgent:
+    """A `ScriptedSkillPolicy` as the episode runner's agent (it reads the page's url and
+    elements); `after(result)` abandons a followed skill whose guided step erred."""
+
+    def __init__(self, policy: ScriptedSkillPolicy):
+        self.policy = policy
+
+    def __call__(self, request, result):
+        from webrl.rollout.episode import action_decision
+
+        if request.history:
+            self.after(result)
+        action = self.policy.next_action(str(result.observation.get("url", "")), result.info.get("elements") or [])
+        return action_decision(action, request.observation)
+
+    def after(self, result) -> None:
+        """What the env said of the last action."""
+        if self.policy.last_guided and result.observation.get("last_action_error"):
+            self.policy.step_failed()
+
+
+def episode_of(env, task, agent, max_turns: int):
+    """One episode of the episode runner in `env` (every past turn's images kept in the history)."""
+    from webrl.rollout.episode import EpisodeSpec, GymSlot, run_episode
+
+    return run_episode(EpisodeSpec(task, max_turns=max_turns, keep_history_images=max_turns), GymSlot(env), agent)
+
+
 def run_scripted(env, task, graph, mode: str, max_steps: int) -> dict:
     """One episode of `ScriptedSkillPolicy(mode)` on `task`."""
-    obs, info = env.reset(options={"task": task})
     policy = ScriptedSkillPolicy(task.spec.goal, graph, mode)
-    record = _new_record(task, f"scripted/{mode}")
-    for _ in range(max_steps):
-        action = policy.next_action(str(obs.get("url", "")), info.get("elements") or [])
-        obs, reward, terminated, truncated, info = env.step(action)
-        _count(record, action, info, obs)
-        if policy.last_guided and obs.get("last_action_error"):
-            policy.step_failed()
-        if terminated or truncated:
-            record["success"] = bool(terminated and float(reward) >= 1.0)
-            break
+    agent = ScriptedAgent(policy)
+    episode = episode_of(env, task, agent, max_steps)
+    agent.after(episode.final)  # the runner ended the episode after its last action
+    record = _recorded(episode, _new_record(task, f"scripted/{mode}"))
     if mode == "guided":  # skills followed step by step count as calls
         record.update(skill_calls=policy.followed, skill_step_failures=policy.guided_failures,
                       guided_steps=policy.guided_steps)
@@ -303,25 +324,22 @@ def run_scripted(env, task, graph, mode: str, max_steps: int) -> dict:
 
 def run_model(env, task, policy, max_steps: int) -> dict:
     """One episode of a `Policy` (the generator, or SkillGuidedPolicy around it) on `task`."""
-    from webrl.policy.types import MarkedObservation
-    from webrl.policy.types import PolicyRequest
+    from webrl.rollout.episode import PolicyAgent
 
-    obs, info = env.reset(options={"task": task})
-    record = _new_record(task, "model")
-    history = []
-    for _ in range(max_steps):
-        observation = MarkedObservation.from_env(obs, info, "som")
-        decision = policy.act([PolicyRequest(observation, list(history))])[0]
-        shown = decision.shown if getattr(decision, "shown", None) is not None else observation
-        record["guided_steps"] += int(bool(shown.skill_guidance))
-        record["parse_errors"] += int(decision.action is None)
-        history.append(decision.to_turn(observation))
-        action = decision.action if decision.action is not None else decision.parse_error
-        obs, reward, terminated, truncated, info = env.step(action)
-        _count(record, decision.action, info, obs)
-        if terminated or truncated:
-            record["success"] = bool(terminated and float(reward) >= 1.0)
-            break
+    episode = episode_of(env, task, PolicyAgent(policy), max_steps)
+    record = _recorded(episode, _new_record(task, "model"))
+    for turn in episode.trajectory.turns:
+        record["guided_steps"] += int(bool(turn.observation.skill_guidance))
+        record["parse_errors"] += int(turn.action is None)
+    return record
+
+
+def _recorded(episode, record: dict) -> dict:
+    """`record` with every turn counted (`_count`) and the episode's success."""
+    for turn, result in zip(episode.trajectory.turns, episode.results):
+        _count(record, turn.action, result.info, result.observation)
+    final = episode.final
+    record["success"] = bool(final.terminated and float(final.reward) >= 1.0)
     return record
 
 

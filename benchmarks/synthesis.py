@@ -240,25 +240,28 @@ class Verdict:
 
 
 def replay(env: Any, task: Any, demo: Any, site: str) -> Verdict:
-    """Replay `demo`'s actions for `task` (module docstring, step 2)."""
+    """Replay `demo`'s actions for `task` (module docstring, step 2): one episode of the episode
+    runner whose agent (`ReplayAgent`) takes them in order and stops at the first action error."""
     from webrl.envs.sites.state import STORE
+    from webrl.rollout.episode import EpisodeInfraError, EpisodeSpec, GymSlot, run_episode
+    from webrl.synth.refine import ReplayAgent
 
     probe = ProbeTask(task, site)
     category = task.spec.params["category"]
-    obs, info = env.reset(options={"task": probe})
-    last_obs, error, reward, terminated = obs, "", 0.0, False
-    for turn in demo.turns:
-        last_obs = obs
-        obs, reward, terminated, truncated, info = env.step(turn.action)
-        if obs["last_action_error"] or terminated or truncated:
-            error = obs["last_action_error"]
-            break
-    final = demo.turns[-1].observation
-    same_end = (last_obs["url"], last_obs["elements_text"]) == (final.url, final.elements_text)
-    checker_ok = task.spec.params["checker"] is None or reward >= 1.0
+    actions = [turn.action for turn in demo.turns]
+    try:
+        episode = run_episode(EpisodeSpec(probe, max_turns=len(actions)), GymSlot(env), ReplayAgent(actions, False))
+    except EpisodeInfraError as error:
+        STORE.drop(probe.sid)
+        return Verdict(task.spec.id, site, category, False, False, f"replay: infrastructure error: {error}")
+    last, final = episode.trajectory.turns[-1].observation, episode.final  # last: the page the last action was on
+    error, terminated = final.observation["last_action_error"], final.terminated
+    end = demo.turns[-1].observation
+    same_end = (last.url, last.elements_text) == (end.url, end.elements_text)
+    checker_ok = task.spec.params["checker"] is None or final.reward >= 1.0
     executable = not error and terminated and same_end and checker_ok
     state = STORE.get(probe.sid)
-    ok, evidence = COHERENCE[category](site, task.spec.goal, urlparse(last_obs["url"]).path, state) \
+    ok, evidence = COHERENCE[category](site, task.spec.goal, urlparse(last.url).path, state) \
         if category in COHERENCE and state is not None else (False, "no_rule")
     STORE.drop(probe.sid)
     if not executable:

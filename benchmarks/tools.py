@@ -358,17 +358,25 @@ def _city_names(code: str) -> str:
 
 
 # -- episodes ---------------------------------------------------------------------------------
-def run_scripted(env, task, tools_on: bool, max_steps: int) -> dict:
-    """One episode: tool calls first (tools on), their follow-up, then the page heuristic."""
-    from webrl.actions import Action
+class ScriptedAgent:
+    """The scripted policy as the episode runner's agent: tool calls first (tools on), their
+    follow-up, then the page heuristic (it reads the page's visible text from `env.page`).
+    `after(result)` takes in what the last action's tool returned; `from_tool[i]`: turn i's action
+    came from a tool result."""
 
-    obs, info = env.reset(options={"task": task})
-    pages = PageHeuristic(task.spec.goal)
-    planner = ToolPlanner(task.spec.site, task.spec.goal) if tools_on else None
-    record = _new_record(task, "scripted/" + ("on" if tools_on else "off"))
-    visited_article = False
-    for _ in range(min(max_steps, task.spec.max_steps)):
-        action, from_tool = None, False
+    def __init__(self, env, task, tools_on: bool):
+        self.env, self.goal = env, task.spec.goal
+        self.pages = PageHeuristic(task.spec.goal)
+        self.planner = ToolPlanner(task.spec.site, task.spec.goal) if tools_on else None
+        self.action, self.from_tool = None, []
+
+    def __call__(self, request, result):
+        from webrl.actions import Action
+        from webrl.rollout.episode import action_decision
+
+        if request.history:
+            self.after(result)
+        action, from_tool, planner, pages = None, False, self.planner, self.pages
         if planner is not None:
             action = planner.next_call()
             if action is None and planner.then is not None:
@@ -377,49 +385,67 @@ def run_scripted(env, task, tools_on: bool, max_steps: int) -> dict:
                 action = Action("goto", text=value) if kind == "goto" else Action.answer(value)
                 if kind == "goto":  # the tool found the page: the heuristic does not search again
                     pages.searched = True
-                    pages.typed += quoted(task.spec.goal)
-                    pages.used |= words(" ".join(phrases(task.spec.goal)))
+                    pages.typed += quoted(self.goal)
+                    pages.used |= words(" ".join(phrases(self.goal)))
         if action is None:
-            text = env.page.inner_text("body") if env.page is not None else ""
-            action = pages.next_action(str(obs.get("url", "")), info.get("elements") or [], text)
-        obs, reward, terminated, truncated, info = env.step(action)
-        visited_article |= "/wiki/page/" in str(obs.get("url", ""))
-        _count(record, action, info, obs)
-        if info.get("tool") is not None and info["tool"]["kind"] == "macro" and info["tool"]["ok"]:
-            pages.typed.append((action.args_dict["field"], action.args_dict["text"]))  # the macro filled it
-            pages.used |= words(action.args_dict["field"])
-        if info.get("tool") is not None and planner is not None and info["tool"]["ok"] and info["tool"]["kind"] == "http":
-            planner.take(action, obs["feedback"])
-        if action.kind == "answer":
+            text = self.env.page.inner_text("body") if self.env.page is not None else ""
+            action = pages.next_action(str(result.observation.get("url", "")), result.info.get("elements") or [], text)
+        self.action = action
+        self.from_tool.append(from_tool)
+        return action_decision(action, request.observation)
+
+    def after(self, result) -> None:
+        """What the env said of the last action: a macro's filled field, an HTTP tool's result."""
+        tool, action = result.info.get("tool"), self.action
+        if tool is not None and tool["kind"] == "macro" and tool["ok"]:
+            self.pages.typed.append((action.args_dict["field"], action.args_dict["text"]))  # the macro filled it
+            self.pages.used |= words(action.args_dict["field"])
+        if tool is not None and self.planner is not None and tool["ok"] and tool["kind"] == "http":
+            self.planner.take(action, result.observation["feedback"])
+
+
+def episode_of(env, task, agent, max_steps: int):
+    """One episode of the episode runner in `env`, at most `max_steps` turns and the task's own
+    limit (every past turn's images kept in the history)."""
+    from webrl.rollout.episode import EpisodeSpec, GymSlot, run_episode
+
+    max_turns = min(max_steps, task.spec.max_steps)
+    return run_episode(EpisodeSpec(task, max_turns=max_turns, keep_history_images=max_turns), GymSlot(env), agent)
+
+
+def run_scripted(env, task, tools_on: bool, max_steps: int) -> dict:
+    """One episode of `ScriptedAgent` on `task`."""
+    agent = ScriptedAgent(env, task, tools_on)
+    episode = episode_of(env, task, agent, max_steps)
+    agent.after(episode.final)  # the runner ended the episode after its last action
+    record = _recorded(episode, _new_record(task, "scripted/" + ("on" if tools_on else "off")))
+    visited_article = False
+    for turn, result, from_tool in zip(episode.trajectory.turns, episode.results, agent.from_tool):
+        visited_article |= "/wiki/page/" in str(result.observation.get("url", ""))
+        if turn.action.kind == "answer":
             record["answer_from_tool"] = from_tool and not visited_article
-        if terminated or truncated:
-            record["success"] = bool(terminated and float(reward) >= 1.0)
-            break
-    if planner is not None:
-        record["wrong_entity"] = planner.wrong_entity
+    if agent.planner is not None:
+        record["wrong_entity"] = agent.planner.wrong_entity
     return record
 
 
 def run_model(env, task, policy, max_steps: int) -> dict:
     """One greedy episode of the generator on `task`."""
-    from webrl.policy.types import MarkedObservation
-    from webrl.policy.types import PolicyRequest
+    from webrl.rollout.episode import PolicyAgent
 
-    obs, info = env.reset(options={"task": task})
-    record = _new_record(task, "model")
-    history = []
-    for _ in range(min(max_steps, task.spec.max_steps)):
-        observation = MarkedObservation.from_env(obs, info, "som")
-        decision = policy.act([PolicyRequest(observation, list(history))])[0]
-        record["parse_errors"] += int(decision.action is None)
-        record["raw"].append(decision.response_text[:120])
-        history.append(decision.to_turn(observation))
-        action = decision.action if decision.action is not None else decision.parse_error
-        obs, reward, terminated, truncated, info = env.step(action)
-        _count(record, decision.action, info, obs)
-        if terminated or truncated:
-            record["success"] = bool(terminated and float(reward) >= 1.0)
-            break
+    episode = episode_of(env, task, PolicyAgent(policy), max_steps)
+    record = _recorded(episode, _new_record(task, "model"))
+    for turn in episode.trajectory.turns:
+        record["parse_errors"] += int(turn.action is None)
+        record["raw"].append(turn.response_text[:120])
+    return record
+
+
+def _recorded(episode, record: dict) -> dict:
+    """`record` with every turn counted (`_count`) and the episode's success."""
+    for turn, result in zip(episode.trajectory.turns, episode.results):
+        _count(record, turn.action, result.info, result.observation)
+    record["success"] = bool(episode.final.terminated and float(episode.final.reward) >= 1.0)
     return record
 
 

@@ -3,14 +3,17 @@ the random-init path keeps its Set-of-Mark prompt, arguments, and the per-episod
 (step success, element accuracy, tokens, heads share) on a scripted env and policy."""
 import json
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
+import numpy as np
 import pytest
 
 from tests.benchmarks.helpers import load_benchmark
 
 from webrl.actions import Action
+from webrl.envs.task import TaskSpec
 from webrl.policy import PromptConfig
+from webrl.policy.types import Decision
 
 
 
@@ -75,13 +78,12 @@ def test_args_target_features_and_names(bench):
     assert bench.policy_name("text", 0.5, several=True) == "cascade[text]@0.5"
 
 
-class _Decision:
-    def __init__(self, action, tokens, decided_by):
-        self.action, self.generated_tokens, self.decided_by = action, tokens, decided_by
-        self.response_ids, self.parse_error = [0] * tokens, None
+@dataclass
+class _Decision(Decision):
+    """A decision with the cascade's extra fields (`CascadeDecision`'s decided_by, generated_tokens)."""
 
-    def to_turn(self, observation):
-        return self.action
+    decided_by: str = "generator"
+    generated_tokens: int = 0
 
 
 class _Policy:
@@ -92,11 +94,15 @@ class _Policy:
 
     def act(self, requests):
         assert len(requests) == 1 and requests[0].observation.elements  # the heads need the boxes
-        return [_Decision(*self.script.pop(0))]
+        action, tokens, decided_by = self.script.pop(0)
+        return [_Decision(action, action.to_compact(), response_ids=[0] * tokens, decided_by=decided_by,
+                          generated_tokens=tokens)]
 
 
 class _Task:
     """Oracle: click(1), click(2), stop."""
+
+    spec = TaskSpec(id="shop/l0/test/x/0", goal="g", start_url="http://127.0.0.1/")
 
     def oracle_action(self, view):
         return [Action.click(1), Action.click(2), None][view["step"]]  # None: the oracle is done (stop)
@@ -108,7 +114,8 @@ class _Env:
 
     def _obs(self):
         elements = [{"id": i, "bbox": [0, 10 * i, 10, 10]} for i in range(4)]
-        return {"goal": "g", "url": "http://127.0.0.1/", "step": self.step_no, "elements_text": ""}, {"elements": elements}
+        return {"goal": "g", "url": "http://127.0.0.1/", "step": self.step_no, "elements_text": "",
+                "screenshot": np.zeros((40, 40, 3), dtype=np.uint8)}, {"elements": elements}
 
     def reset(self, options):
         self.step_no = 0

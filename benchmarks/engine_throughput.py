@@ -56,7 +56,7 @@ def run_engine(act, requests) -> dict:
 def prefix_table(policy, turns, current, screenshots: int) -> list[dict]:
     """Per turn t: prompt tokens, reusable prefix from turn t-1's prompt + response, fraction."""
     from webrl.policy import Observation, PolicyRequest, PromptBuilder, PromptConfig
-    from webrl.rollout.server_engine import image_keyed, reusable_prefix
+    from webrl.policy.backend import image_keyed, reusable_prefix
 
     cfg = PromptConfig(**{**policy.config.prompt.__dict__, "num_screenshots": screenshots})
     builder = PromptBuilder(cfg, policy.family, policy.count_text_tokens, factor=policy.builder.factor)

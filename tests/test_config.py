@@ -119,3 +119,18 @@ def test_the_default_prompt_is_the_shipped_checkpoints_trained_prompt():
 
     cfg = WebRLConfig()
     check_prompt_matches(resolve_shipped(cfg.model.path), cfg.generator.prompt)  # raises on any difference
+
+
+@pytest.mark.parametrize("wrappers", [["cascade"], ["loci"], ["skills"], ["loci", "cascade"],
+                                      ["skills", "loci", "cascade"]])
+@pytest.mark.parametrize("dyna", [False, True])
+def test_the_gpu_recipe_resolves_with_every_wrapper_stack_and_dyna(tmp_path, wrappers, dyna):
+    """The 4B preset samples on SGLang servers (rollout.engine=server); the wrappers and Dyna-GRPO run
+    over them as in process (webrl/policy/backend.py), so nothing here is refused."""
+    (tmp_path / "heads_config.json").write_text("{}")  # a heads folder as `webrl heads-train` writes
+    (tmp_path / "skill.json").write_text("{}")  # a skill library with one skill file
+    sections = {"cascade": f"policy.cascade.heads_dir={tmp_path}", "skills": f"policy.skills.library_dir={tmp_path}"}
+    overrides = [*REQUIRED["online_mind2web_qwen3vl_4b"], f"policy.wrappers=[{','.join(wrappers)}]",
+                 *[sections[w] for w in wrappers if w in sections], *(["dyna.enabled=true"] if dyna else [])]
+    cfg = load_config(WebRLConfig, "online_mind2web_qwen3vl_4b", overrides)
+    assert cfg.rollout.engine == "server" and cfg.policy.wrappers == wrappers and cfg.dyna.enabled == dyna

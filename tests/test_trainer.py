@@ -46,8 +46,6 @@ def test_trainer_config_errors_name_the_key():
      r"rollout.server.max_concurrency=32 exceeds inference.max_batch_size=16"),
     (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "rollout.server.api_key_env=WEBRL_NO_SUCH_KEY"],
      r"rollout.server.api_key_env='WEBRL_NO_SUCH_KEY' names an environment variable that is not set"),
-    (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "policy.wrappers=[loci]"],
-     r"policy.wrappers=\['loci'\] are not built around a server engine"),
     (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "generator.sparse_prefill=auto"],
      r"generator.sparse_prefill runs in the in-process model's prefill"),
     (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "generator.max_batch_size=8"],

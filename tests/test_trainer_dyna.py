@@ -16,15 +16,26 @@ from webrl.train_config import WebRLConfig
     (["dyna.enabled=true", "learner.objective=ppo", "learner.value_head=true"],
      r"dyna.enabled needs learner.objective=grpo"),
     (["dyna.enabled=true", "rollout.mode=async"], r"dyna.enabled needs rollout.mode=sync"),
-    (["dyna.enabled=true", "rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]"],
-     r"dyna.enabled needs rollout.engine=transformers"),
-    (["dyna.enabled=true", "policy.wrappers=[loci]"], r"dyna.enabled needs policy.wrappers=\[\]"),
+    (["dyna.enabled=true", "policy.wrappers=[cascade]", "policy.cascade.head_turns=exclude",
+      "policy.cascade.heads_dir=HEADS"], r"dyna.enabled with policy.cascade.head_turns=exclude"),
     (["dyna.enabled=true", "dyna.refine_advantage=best"], r"dyna.refine_advantage must be one of"),
     (["dyna.enabled=true", "dyna.states_per_iteration=0"], r"dyna.states_per_iteration must be an integer >= 1"),
 ])
-def test_dyna_settings_that_cannot_run_are_refused(overrides, message):
+def test_dyna_settings_that_cannot_run_are_refused(overrides, message, tmp_path):
+    (tmp_path / "heads_config.json").write_text("{}")  # a heads folder as `webrl heads-train` writes
+    overrides = [o.replace("HEADS", str(tmp_path)) for o in overrides]
     with pytest.raises(ConfigError, match=message):
         load_config(WebRLConfig, None, overrides)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]"],
+    ["policy.wrappers=[loci]"],
+    ["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "policy.wrappers=[loci]"],
+])
+def test_dyna_runs_on_either_engine_and_with_the_wrappers(overrides):
+    cfg = load_config(WebRLConfig, None, ["dyna.enabled=true", *overrides])
+    assert cfg.dyna.enabled
 
 
 class RecordingLearnerGroup:

@@ -94,8 +94,9 @@ class RunActors:
                     "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
                     "TORCH_EXTENSIONS_DIR": os.environ["TORCH_EXTENSIONS_DIR"]}
         key_env = self.config.rollout.server.api_key_env  # the servers' key reaches the inference actors
-        if self.config.rollout.engine == "server" and key_env:
-            env_vars[key_env] = os.environ[key_env]  # present: checked at config load
+        for name in (key_env, self.config.rollout.server.admin_api_key_env):
+            if self.config.rollout.engine == "server" and name:
+                env_vars[name] = os.environ[name]  # present: checked at config load
         if ray.is_initialized():
             return
         address = cfg.ray_address or os.environ.get("RAY_ADDRESS", "")
@@ -139,7 +140,8 @@ class RunActors:
             urls = self._launch_servers(model_path) if server.launch != "none" else server.urls
             factory = ServerEngineFactory(urls, model_path, generator, server.timeout_s, server.max_concurrency,
                                           server.api_key_env, down_wait_s=server.request_down_wait_s(
-                                              self.config.rollout.inference_timeout_s))
+                                              self.config.rollout.inference_timeout_s),
+                                          policy=self.config.policy, admin_api_key_env=server.admin_api_key_env)
             self._server_model = model_path
         else:
             factory = GeneratorEngineFactory(model_path, generator, dtype=self.config.model.dtype,

@@ -474,26 +474,22 @@ def _check_dyna(config: WebRLConfig) -> None:
     if config.rollout.mode != "sync":
         raise ConfigError("dyna.enabled needs rollout.mode=sync: a SimRollout iteration replays and refines states of "
                           "the batch it just collected, which async collection does not hand over as one batch")
-    if config.rollout.engine != "transformers":
-        raise ConfigError("dyna.enabled needs rollout.engine=transformers: the refined response is trained as token "
-                          "ids on the plain prompt, and a server engine may return none (it also has no learner-side "
-                          "prompt to recompute the old log-probs against)")
-    if config.policy.wrappers:
-        raise ConfigError(f"dyna.enabled needs policy.wrappers=[] (got {config.policy.wrappers}): a wrapper may decide "
-                          f"the refined action without the generator's tokens, leaving nothing to train on the plain "
-                          f"prompt")
+    if "cascade" in config.policy.wrappers and config.policy.cascade.head_turns == "exclude":
+        raise ConfigError("dyna.enabled with policy.cascade.head_turns=exclude: a refined action the heads decide "
+                          "keeps no response ids, so there is nothing to train on the plain prompt; use "
+                          "head_turns=generator_logprobs (the default) or leave cascade out of policy.wrappers")
 
 
 def _check_server_engine(config: WebRLConfig) -> None:
-    """What rollout.engine=server cannot do: hidden-state policy wrappers, GPUs in the inference
-    workers (the servers hold them), several rollout workers reloading the same servers."""
-    if config.policy.wrappers:  # LOCI and the cascade read hidden states; the server engine builds no stack
-        raise ConfigError(f"policy.wrappers={config.policy.wrappers} are not built around a server engine (the cascade "
-                          f"and LOCI need the model's hidden states, which an inference server does not return); use "
-                          f"rollout.engine=transformers or policy.wrappers=[]")
+    """What rollout.engine=server cannot do (`webrl.policy.backend.ENGINE_CAPABILITIES`): the
+    in-process prefill's settings, GPUs in the inference workers (the servers hold them), several
+    rollout workers reloading the same servers. The policy wrappers run over servers as in process."""
+    from webrl.policy.backend import ENGINE_CAPABILITIES
+
+    caps = ENGINE_CAPABILITIES["server"]
     if config.generator.sparse_prefill:
-        raise ConfigError("generator.sparse_prefill runs in the in-process model's prefill; with rollout.engine=server "
-                          "the server does its own prefill: leave generator.sparse_prefill empty")
+        raise ConfigError(f"generator.sparse_prefill runs in the in-process model's prefill; with rollout.engine=server "
+                          f"sparse prefill is {caps.sparse_prefill}: leave generator.sparse_prefill empty")
     if config.generator.max_batch_size != _default_generator().max_batch_size:
         raise ConfigError(f"generator.max_batch_size={config.generator.max_batch_size} has no effect with "
                           f"rollout.engine=server (it chunks the in-process model's batches; a server batches its own "
@@ -506,9 +502,11 @@ def _check_server_engine(config: WebRLConfig) -> None:
         raise ConfigError(f"rollout.server.max_concurrency={server.max_concurrency} exceeds inference.max_batch_size="
                           f"{config.inference.max_batch_size}: a worker sends at most one batch at a time, so raise "
                           f"inference.max_batch_size or lower rollout.server.max_concurrency")
-    if server.api_key_env and not os.environ.get(server.api_key_env):
-        raise ConfigError(f"rollout.server.api_key_env={server.api_key_env!r} names an environment variable that is "
-                          f"not set (or empty) here; export it or leave rollout.server.api_key_env empty")
+    for key in ("api_key_env", "admin_api_key_env"):
+        name = getattr(server, key)
+        if name and not os.environ.get(name):
+            raise ConfigError(f"rollout.server.{key}={name!r} names an environment variable that is not set (or "
+                              f"empty) here; export it or leave rollout.server.{key} empty")
     if config.resources.num_inference_workers != 1:
         raise ConfigError(f"resources.num_inference_workers must be 1 with rollout.engine=server (one worker spreads "
                           f"requests over every URL in rollout.server.urls), got {config.resources.num_inference_workers}")

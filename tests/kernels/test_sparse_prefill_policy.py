@@ -95,7 +95,8 @@ def test_search_writes_patterns_that_auto_reads(tmp_path):
     table = PatternTable.load(tmp_path / "ckpt" / PATTERNS_FILE)
     assert sorted(table.layers) == [0, 1] and all(len(heads) == 4 for heads in table.layers.values())
     policy = make_policy(path, "auto")
-    assert policy.sparse.table.layers == table.layers and policy.sparse.table.config == table.config
+    sparse = policy.backend.sparse
+    assert sparse.table.layers == table.layers and sparse.table.config == table.config
 
 
 def test_bad_settings_name_the_key(tiny_model_paths, tmp_path):

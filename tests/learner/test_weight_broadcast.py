@@ -162,11 +162,12 @@ def test_learner_rank_zero_to_an_inference_worker_equals_the_object_store_weight
     from webrl.serve import LocalChatEngine, ServeConfig, ServerThread, create_app
     from webrl.learner import LearnerGroup
     from webrl.models import load_model
+    from webrl.policy import GeneratorPolicy
     from webrl.rollout.engines import GeneratorEngine
     from webrl.rollout.inference import InferenceWorker
 
     model, processor = load_model(tiny_qwen25vl_path)
-    worker = InferenceWorker(GeneratorEngine(policy=None, model=model))
+    worker = InferenceWorker(GeneratorEngine(GeneratorPolicy(model, processor)))
     learner = LearnerGroup(learner_config(), learner_run(tiny_qwen25vl_path), 1, use_ray=False)
     try:
         learner.update(make_samples(processor, 4, images=False))

@@ -1,10 +1,11 @@
-"""Cascade policy: cached decoding equals uncached decoding, thresholds 1.0 / 0.0, head-turn records."""
+"""Cascade policy over the generator backend: thresholds 1.0 / 0.0, head-turn records equal to uncached
+forwards, the deferral reusing the heads' prefill (the backend itself: tests/policy/test_backend.py)."""
 import pytest
 import torch
 
 from tests.policy.helpers import policy, screenshot
 from webrl.actions import Action
-from webrl.policy.cascade.policy import (CascadeConfig, CascadePolicy, decode_from_cache, forced_logprobs)
+from webrl.policy.cascade.policy import CascadeConfig, CascadePolicy
 from webrl.policy.generator import SamplingConfig
 from webrl.policy.cascade.features import prefill
 from webrl.policy.types import MarkedObservation, SoMElement
@@ -49,20 +50,6 @@ def requests():
 
 
 @pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
-def test_decode_from_prefill_cache_equals_uncached_greedy(tiny_model_paths, requests, family):
-    pol = _policy(tiny_model_paths[family])
-    pre = prefill(pol, requests[0])
-    s = pol.config.sampling
-    ids, logps, _ = decode_from_cache(pol.model, pre.cache, pre.last_logits, s, pol.stop_ids, 6)
-    reference = _uncached_greedy(pol, pre.prompt, 6)
-    assert ids == reference
-    # log-probs of the cached path equal those of one uncached forward over prompt + response
-    ref_logp = torch.log_softmax(_uncached_logits(pol, pre.prompt, ids)[:-1], -1)
-    ref_logp = ref_logp.gather(-1, torch.tensor(ids).view(-1, 1)).flatten()
-    assert torch.allclose(torch.tensor(logps), ref_logp, atol=1e-4)
-
-
-@pytest.mark.parametrize("family", ["qwen2.5-vl", "qwen3-vl"])
 def test_threshold_one_reproduces_the_generator(tiny_model_paths, requests, family):
     pol = _policy(tiny_model_paths[family])
     heads = DecisionHeads(pol.model.config.text_config.hidden_size, HeadsConfig())
@@ -74,6 +61,8 @@ def test_threshold_one_reproduces_the_generator(tiny_model_paths, requests, fami
         assert g.response_ids == e.response_ids and g.response_text == e.response_text
         assert g.prompt_ids == e.prompt_ids and g.parsed == e.parsed
         assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(e.logprobs), atol=1e-4)
+        # the deferral decoded from the heads' prefill: every prompt token but the last was reused
+        assert g.stats.cached_tokens == len(g.prompt_ids) - 1 and e.stats.cached_tokens == 0
 
 
 def test_query_prefix_is_dropped_before_the_generator_decodes(tiny_qwen25vl_path, requests):
@@ -104,7 +93,7 @@ def test_query_prefix_state_and_reuse_by_a_heads_decision(tiny_qwen25vl_path, re
                         output_hidden_states=True, pixel_values=batch["pixel_values"],
                         image_grid_thw=batch["image_grid_thw"])
     assert torch.allclose(pre.query, out.hidden_states[-1][0, -1].float(), atol=1e-4)
-    assert not torch.equal(pre.query, pre.hidden[-1])
+    assert not torch.equal(pre.query, pre.hidden[len(pre.input_ids) - 1])  # not the prompt's last token
 
     heads = DecisionHeads(pol.model.config.text_config.hidden_size,
                           HeadsConfig(kinds=("click", "other"), query_prefix="<tool_call>"))
@@ -151,7 +140,7 @@ def test_write_decodes_text_from_the_same_cache(tiny_qwen25vl_path, requests, qu
     assert d.response_text.startswith(prefix)
     n_forced = len(d.response_ids) - d.generated_tokens
     assert pol.tokenizer.decode(d.response_ids[:n_forced]) == prefix
-    pre = prefill(pol, requests[0], keep_cache=False)
+    pre = prefill(pol, requests[0])
     ref = torch.log_softmax(_uncached_logits(pol, pre.prompt, d.response_ids)[:-1], -1)
     ref = ref.gather(-1, torch.tensor(d.response_ids).view(-1, 1)).flatten()
     assert torch.allclose(torch.tensor(d.logprobs), ref, atol=1e-4)
@@ -169,11 +158,6 @@ def test_head_turns_exclude_records_no_loss_tokens(tiny_qwen25vl_path, requests)
     assert turn.decided_by == d.decided_by and turn.response_ids == []
 
 
-def test_forced_logprobs_of_nothing_is_a_no_op():
-    logits = torch.randn(5)
-    assert forced_logprobs(None, None, logits, [], 1.0) == ([], logits)
-
-
 def test_cascade_config_validation():
     with pytest.raises(ValueError, match="threshold"):
         CascadeConfig(threshold=1.5)
@@ -188,23 +172,6 @@ def test_written_text_reads_the_json_string_the_generator_wrote():
     assert written_text(r'say \"hi\""}') == 'say "hi"'  # escaped quotes are part of the text
     assert written_text("two\nlines") == "two\nlines"  # a raw newline (invalid JSON) is kept, no error
     assert written_text(r"odd \q") == r"odd \q"  # an invalid escape: the raw text
-
-
-def test_decoding_never_picks_suppressed_ids_and_reports_raw_logprobs(tiny_qwen25vl_path, requests):
-    pol = _policy(tiny_qwen25vl_path)
-    s = pol.config.sampling
-    free = decode_from_cache(pol.model, prefill(pol, requests[0]).cache, prefill(pol, requests[0]).last_logits,
-                             s, pol.stop_ids, 4)[0]
-    banned = [free[0], *pol.suppress_ids]  # forbid what greedy would pick first, plus the vision tokens
-    pre = prefill(pol, requests[0])
-    ids, logps, _ = decode_from_cache(pol.model, pre.cache, pre.last_logits, s, pol.stop_ids, 4, banned)
-    assert not set(ids) & set(banned)
-    # the first pick is the best token among the allowed ones; its log-prob is under the raw logits
-    raw = pre.last_logits.float()
-    allowed = raw.clone()
-    allowed[banned] = float("-inf")
-    assert ids[0] == int(allowed.argmax())
-    assert logps[0] == pytest.approx(float(torch.log_softmax(raw, -1)[ids[0]]), abs=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,7 +206,7 @@ def test_computer_use_heads_click_records_the_tokens_of_the_coordinate_call(tiny
     assert d.decided_by == "heads" and d.generated_tokens == 0 and d.proposal == Action.click(7)
     assert d.response_text == text
     assert d.response_ids == pol.tokenizer(text, add_special_tokens=False)["input_ids"]
-    pre = prefill(pol, request, keep_cache=False)
+    pre = prefill(pol, request)
     assert d.action == pol.builder.format.parse(text, pre.prompt.geometry)  # executed = the text read back
     assert d.action.kind == "click_at" and abs(d.action.x - 130) < 1 and abs(d.action.y - 50) < 1
     ref = torch.log_softmax(_uncached_logits(pol, pre.prompt, d.response_ids)[:-1], -1)

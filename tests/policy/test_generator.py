@@ -4,6 +4,7 @@ import torch
 
 from tests.policy.helpers import episode, observation, policy
 from webrl.policy import PolicyRequest, SamplingConfig
+from webrl.policy.backend import cut_at_stop
 
 FAMILIES = ["qwen2.5-vl", "qwen3-vl"]
 
@@ -73,8 +74,8 @@ def test_response_is_cut_after_the_first_stop_token(tiny_qwen25vl_path):
     pol = policy(tiny_qwen25vl_path)
     vocab = pol.tokenizer.get_vocab()
     end, im_end, pad = vocab["</tool_call>"], vocab["<|im_end|>"], vocab["<|endoftext|>"]
-    assert pol._cut([5, 6, end, pad, pad]) == ([5, 6, end], "stop")
-    assert pol._cut([5, im_end, 7]) == ([5, im_end], "stop")
-    assert pol._cut([5, 6, 7]) == ([5, 6, 7], "length")
+    assert cut_at_stop([5, 6, end, pad, pad], pol.stop_ids) == ([5, 6, end], "stop")
+    assert cut_at_stop([5, im_end, 7], pol.stop_ids) == ([5, im_end], "stop")
+    assert cut_at_stop([5, 6, 7], pol.stop_ids) == ([5, 6, 7], "length")
     no_tool_stop = policy(tiny_qwen25vl_path, sampling=SamplingConfig(stop_at_tool_call=False))
-    assert no_tool_stop._cut([5, end, 7]) == ([5, end, 7], "length")
+    assert cut_at_stop([5, end, 7], no_tool_stop.stop_ids) == ([5, end, 7], "length")

@@ -16,4 +16,4 @@ def test_vision_tokens_are_never_generated_even_when_the_model_prefers_them(tiny
     shot = Image.from_array(torch.full((56, 84, 3), 200, dtype=torch.uint8).numpy())
     decisions = policy.act([PolicyRequest(Observation(goal="click the button", screenshot=shot))] * 2)
     for d in decisions:
-        assert d.response_ids and not set(d.response_ids) & set(policy.suppress_ids)
+        assert d.response_ids and not set(d.response_ids) & set(policy.backend.suppress_ids)

@@ -5,7 +5,8 @@ gives the same next-token logits as the full prompt recomputed, as a radix cache
 import pytest
 import torch
 
-from webrl.rollout.server_engine import ServerEngine, ServerEngineError, image_keyed, reusable_prefix
+from webrl.policy.backend import image_keyed, reusable_prefix
+from webrl.rollout.server_engine import ServerEngine, ServerEngineError
 from webrl.types import Image
 
 
@@ -72,16 +73,20 @@ def test_reusable_prefix_is_exact_for_a_kv_cache(tiny):
 
 
 def test_cached_tokens_are_read_and_checked(tiny):
+    from webrl.policy.backend import GenerateRequest
+
     _, processor = tiny
     engine = ServerEngine(["http://127.0.0.1:9"], processor)
-    word = engine.tokenizer("click", add_special_tokens=False)["input_ids"][0]
+    word = processor.tokenizer("click", add_special_tokens=False)["input_ids"][0]
+    row = GenerateRequest(list(range(10)), max_new_tokens=4)
     answer = {"meta_info": {"output_token_logprobs": [[-0.1, word, None]], "prompt_tokens": 10, "cached_tokens": 4}}
-    assert engine._read_tokens("http://s", answer, 10) == ([word], [-0.1], 4)
+    got = engine.backend.read("http://s", answer, row)
+    assert (got.ids, got.logprobs, got.cached_tokens) == ([word], [-0.1], 4)
     del answer["meta_info"]["cached_tokens"]  # a server without a prefix cache: 0
-    assert engine._read_tokens("http://s", answer, 10)[2] == 0
+    assert engine.backend.read("http://s", answer, row).cached_tokens == 0
     for bad in (11, -1, "4", True):
         answer["meta_info"]["cached_tokens"] = bad
         with pytest.raises(ServerEngineError, match=r"http://s/generate: meta_info.cached_tokens must be an integer "
                                                     r"in \[0, 10\]"):
-            engine._read_tokens("http://s", answer, 10)
+            engine.backend.read("http://s", answer, row)
     engine.close()

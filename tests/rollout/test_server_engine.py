@@ -2,6 +2,7 @@
 equal the in-process GeneratorPolicy's (ids exactly, log-probs within 1e-4), weight updates from a
 folder change outputs and version, and every server failure is a clear error naming the URL."""
 import base64
+import dataclasses
 import pickle
 import socket
 import time
@@ -18,6 +19,12 @@ from webrl.serve import ServeConfig, ServerThread, create_app
 
 FAMILIES = ["qwen2.5-vl", "qwen3-vl"]
 LOGPROB_TOL = 1e-4  # fp32 on CPU: one forward pass unpadded (server) vs left-padded batch (in-process)
+
+
+def serve_config(**kw):
+    """`webrl serve` expanding images at the prompt's pixel bounds (SGLang: --mm-process-config)."""
+    return ServeConfig(**{"max_new_tokens": 64, "default_max_tokens": 16, "image_min_pixels": PIXELS["min_pixels"],
+                          "image_max_pixels": PIXELS["max_pixels"], **kw})
 
 
 def generator_config(greedy=True, **sampling):
@@ -39,7 +46,7 @@ def served(tiny_model_paths):
     out = {}
     for family in FAMILIES:
         model, processor = load_model(tiny_model_paths[family])
-        server = ServerThread(create_app(LocalChatEngine(model, processor, family), ServeConfig(max_new_tokens=64, default_max_tokens=16)))
+        server = ServerThread(create_app(LocalChatEngine(model, processor, family), serve_config()))
         out[family] = (server.start(), GeneratorPolicy(model, processor, generator_config()))
     yield out
     for server, _ in out.values():
@@ -91,18 +98,19 @@ def update_server(tmp_path_factory, tiny_qwen25vl_path):
             p.add_(torch.randn_like(p) * 0.05)
     copy.save_pretrained(folder)
     processor.save_pretrained(folder)
-    with ServerThread(create_app(LocalChatEngine(model, processor, "tiny"), ServeConfig(max_new_tokens=64, default_max_tokens=16))) as s:
+    with ServerThread(create_app(LocalChatEngine(model, processor, "tiny"), serve_config())) as s:
         yield s, processor, str(folder)
 
 
 def test_weight_update_from_folder_changes_outputs_and_version(update_server):
     server, processor, folder = update_server
     engine = ServerEngine([server.url], processor, generator_config(), "qwen2.5-vl")
-    reqs = requests(engine.prompts.builder.format)[:2]
+    reqs = requests(engine.generator.builder.format)[:2]
     before = engine.act(reqs)
-    assert engine._request(server.url, "GET", "/get_model_info")["weight_version"] == "0"
+    info = (lambda: engine.backend.http.request(server.url, "GET", "/model_info")["weight_version"])
+    assert info() == "0"
     assert engine.load_weights(folder, version=3) is None and engine.weight_version == "3"
-    assert engine._request(server.url, "GET", "/get_model_info")["weight_version"] == "3"
+    assert info() == "3"
     after = engine.act(reqs)
     assert any(a.response_ids != b.response_ids for a, b in zip(after, before)) or not torch.allclose(
         torch.tensor(after[0].logprobs[:1]), torch.tensor(before[0].logprobs[:1]), atol=1e-3)
@@ -168,28 +176,43 @@ def good_reply(engine, ids, prompt_len, **meta):
 
 def test_request_mapping_by_hand(stub):
     s, server, engine = stub_engine(stub)
-    req = requests(engine.prompts.builder.format)[0]
-    vocab = engine.tokenizer.get_vocab()
+    req = requests(engine.generator.builder.format)[0]
+    vocab = engine.generator.tokenizer.get_vocab()
     stops = [vocab["</tool_call>"], vocab["<|im_end|>"], vocab["<|endoftext|>"]]
-    assert engine.sampling_params() == {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 12,
-                                        "stop_token_ids": stops, "skip_special_tokens": False, "no_stop_trim": True}
-    sampled = ServerEngine([server.url], engine.prompts.processor, generator_config(
+    policy = engine.generator
+    prompt = policy.builder.render(req)
+    row = policy.request(prompt)
+    body = engine.backend.body(row)
+    assert body["sampling_params"] == {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 12,
+                                       "stop_token_ids": stops, "skip_special_tokens": False, "no_stop_trim": True}
+    sampled = ServerEngine([server.url], policy.processor, generator_config(
         greedy=False, temperature=0.7, top_p=0.9, top_k=0, max_new_tokens=33, stop_at_tool_call=False), "qwen2.5-vl")
-    assert sampled.sampling_params() == {"temperature": 0.7, "top_p": 0.9, "top_k": -1, "max_new_tokens": 33,
-                                         "stop_token_ids": stops[1:], "skip_special_tokens": False,
-                                         "no_stop_trim": True}
-    topk = ServerEngine([server.url], engine.prompts.processor, generator_config(greedy=False, top_k=5), "qwen2.5-vl")
-    assert topk.sampling_params()["top_k"] == 5
-    # the body: the processor's ids, the screenshot byte-for-byte, the prompt's pixel bounds
-    prompt_ids = engine.prompts.encode([engine.prompts.builder.render(req)])["input_ids"][0].tolist()
-    word = engine.tokenizer("click", add_special_tokens=False)["input_ids"]
+    srow = sampled.generator.request(prompt)
+    assert sampled.backend.body(dataclasses.replace(srow, seed=5))["sampling_params"] == {
+        "temperature": 0.7, "top_p": 0.9, "top_k": -1, "max_new_tokens": 33, "stop_token_ids": stops[1:],
+        "skip_special_tokens": False, "no_stop_trim": True, "sampling_seed": 5}
+    topk = ServerEngine([server.url], policy.processor, generator_config(greedy=False, top_k=5), "qwen2.5-vl")
+    assert topk.backend.body(topk.generator.request(prompt))["sampling_params"]["top_k"] == 5
+    # the body: the processor's ids with the image's pad run collapsed to one pad (the server expands
+    # it), the screenshot byte-for-byte, no webrl field; forced ids are scored from position P - 1
+    prompt_ids = policy.encode([prompt])["input_ids"][0].tolist()
+    pad = vocab["<|image_pad|>"]
+    collapsed = [t for i, t in enumerate(prompt_ids) if not (t == pad and prompt_ids[i - 1] == pad)]
+    assert body["input_ids"] == collapsed and collapsed.count(pad) == 1 and prompt_ids.count(pad) > 1
+    assert body["return_logprob"] is True and body["logprob_start_len"] == -1 and "extra_key" not in body
+    forced = engine.backend.body(dataclasses.replace(row, forced_ids=[5, 6], max_new_tokens=0, hidden_layer=-1,
+                                                     cache_key="k"))
+    assert forced["logprob_start_len"] == len(prompt_ids) - 1 and forced["input_ids"][-2:] == [5, 6]
+    assert forced["return_hidden_states"] is True and forced["extra_key"] == "k"
+    assert forced["sampling_params"]["max_new_tokens"] == 1  # SGLang returns no hidden states for 0
+    word = engine.generator.tokenizer("click", add_special_tokens=False)["input_ids"]
     ids = [word[0], stops[1], word[0]]  # the answer goes on past the stop id: cut after it
     s.reply = good_reply(engine, ids, len(prompt_ids))
     [d] = engine.act([req])
-    [body] = s.bodies[-1:]
-    assert body["input_ids"] == prompt_ids and body["return_logprob"] is True and body["logprob_start_len"] == -1
-    assert base64.b64decode(body["image_data"][0].split(",", 1)[1]) == req.observation.screenshot.data
-    assert body["webrl_image_pixels"] == PIXELS
+    [sent] = s.bodies[-1:]
+    assert sent["input_ids"] == collapsed and set(sent) == {"input_ids", "sampling_params", "return_logprob",
+                                                            "logprob_start_len", "image_data"}
+    assert base64.b64decode(sent["image_data"][0].split(",", 1)[1]) == req.observation.screenshot.data
     assert d.response_ids == ids[:2] and d.logprobs == [-0.5, -0.5] and d.stats.finish_reason == "stop"
     for e in (engine, sampled, topk):
         e.close()
@@ -209,17 +232,17 @@ def test_server_errors_name_the_url_and_field(stub, setup, message):
     for k, v in setup.items():
         setattr(s, k, v)
     with pytest.raises(ServerEngineError, match=message) as e:
-        engine.act(requests(engine.prompts.builder.format)[2:])
+        engine.act(requests(engine.generator.builder.format)[2:])
     assert server.url in str(e.value)
     engine.close()
 
 
 def test_answer_checks(stub):
     s, server, engine = stub_engine(stub)
-    req = requests(engine.prompts.builder.format)[2]  # text only
-    n = len(engine.prompts.prompt_ids(engine.prompts.builder.render(req)))
-    pad = engine.tokenizer.get_vocab()["<|image_pad|>"]
-    a, b = engine.tokenizer("click type", add_special_tokens=False)["input_ids"][:2]
+    req = requests(engine.generator.builder.format)[2]  # text only
+    n = len(engine.generator.prompt_ids(engine.generator.builder.render(req)))
+    pad = engine.generator.tokenizer.get_vocab()["<|image_pad|>"]
+    a, b = engine.generator.tokenizer("click type", add_special_tokens=False)["input_ids"][:2]
     cases = [(good_reply(engine, [a, b], n + 4), "prompt_tokens is"),
              (good_reply(engine, [a, pad], n), "vision placeholder"),
              ({**good_reply(engine, [a, b], n), "output_ids": [b]}, "output_ids .* disagree")]
@@ -238,15 +261,15 @@ def test_timeout_and_unreachable(stub):
     s, server, engine = stub_engine(stub, timeout_s=0.3)
     s.delay_s = 1.5
     with pytest.raises(ServerEngineError, match=rf"{server.url}/generate: no answer within 0.3 s"):
-        engine.act(requests(engine.prompts.builder.format)[2:])
+        engine.act(requests(engine.generator.builder.format)[2:])
     engine.close()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
-    dead = ServerEngine([f"http://127.0.0.1:{port}"], engine.prompts.processor, generator_config(), "qwen2.5-vl")
+    dead = ServerEngine([f"http://127.0.0.1:{port}"], engine.generator.processor, generator_config(), "qwen2.5-vl")
     with pytest.raises(ServerEngineError, match=rf"127.0.0.1:{port}/generate: server unreachable"):
-        dead.act(requests(engine.prompts.builder.format)[2:])
+        dead.act(requests(engine.generator.builder.format)[2:])
     with pytest.raises(ServerEngineError, match="unreachable"):
         dead.health()
     dead.close()
@@ -273,7 +296,7 @@ def test_learner_to_server_weight_sync_through_the_inference_worker(tiny_qwen25v
 
     model, processor = load_model(tiny_qwen25vl_path)
     server = ServerThread(create_app(LocalChatEngine(model, processor, "qwen2.5-vl"),
-                                     ServeConfig(max_new_tokens=64, default_max_tokens=16))).start()
+                                     serve_config())).start()
     engine = ServerEngine([server.url], processor, generator_config(), "qwen2.5-vl")
     worker = InferenceWorker(engine, InferenceConfig(batch_window_s=0.0), version=0)
     reqs = requests(GeneratorPolicy(model, processor, generator_config()).builder.format)[:2]
@@ -293,8 +316,8 @@ def test_learner_to_server_weight_sync_through_the_inference_worker(tiny_qwen25v
         calls = []
         dead = f"http://127.0.0.1:{_free_port()}"
         other = ServerEngine([dead, server.url], processor, generator_config(), "qwen2.5-vl")
-        post = other._post
-        other._post = lambda url, route, body: (calls.append((url, route)), post(url, route, body))[1]
+        post = other.backend.http.post
+        other.backend.http.post = lambda url, route, body: (calls.append((url, route)), post(url, route, body))[1]
         other.note_weights("1")
         assert_same_decisions(other.act(reqs[:1]), after[:1])  # the dead server's request went to the live one
         assert calls == [(dead, "/generate"), (server.url, "/generate")]

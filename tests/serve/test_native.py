@@ -12,9 +12,13 @@ from tests.reward.helpers import screenshot
 from webrl.serve import ServeConfig, ServerThread, create_app
 
 
+PIXELS = {"min_pixels": 1024, "max_pixels": 64 * 28 * 28}
+
+
 @pytest.fixture(scope="module")
 def native(tiny_engine):
-    with ServerThread(create_app(tiny_engine, ServeConfig(**SMALL_LIMITS))) as server:
+    config = ServeConfig(**SMALL_LIMITS, image_min_pixels=PIXELS["min_pixels"], image_max_pixels=PIXELS["max_pixels"])
+    with ServerThread(create_app(tiny_engine, config)) as server:
         yield server, tiny_engine
 
 
@@ -95,23 +99,64 @@ def test_seeded_sampling_repeats_with_tempered_logprobs(native):
     assert torch.allclose(got, forward_logprobs(engine, ids, a["output_ids"], 0.7), atol=1e-4)
 
 
-def test_image_request_uses_the_given_pixel_bounds(native):
+def collapse(ids, pad):
+    return [t for i, t in enumerate(ids) if not (t == pad and i and ids[i - 1] == pad)]
+
+
+def test_an_image_is_one_pad_the_server_expands_at_its_pixel_bounds(native):
+    """As SGLang's newest Qwen-VL processors: one `<|image_pad|>` per image, expanded by the server at
+    its --mm-process-config bounds (here ServeConfig.image_*_pixels); prompt_tokens is the expanded
+    length; a pre-expanded run or a count that does not match image_data is refused."""
     server, engine = native
-    pixels = {"min_pixels": 1024, "max_pixels": 64 * 28 * 28}
-    enc, url = image_prompt(engine, screenshot(90, size=(300, 180)), pixels)
+    enc, url = image_prompt(engine, screenshot(90, size=(300, 180)), PIXELS)
     ids = enc["input_ids"][0].tolist()
-    body = {"input_ids": ids, "image_data": [url], "return_logprob": True, "webrl_image_pixels": pixels,
+    pad = engine.processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    body = {"input_ids": collapse(ids, pad), "image_data": [url], "return_logprob": True,
             "sampling_params": {"temperature": 0, "max_new_tokens": 4}}
     out = post(server, "/generate", body).json()
+    assert out["meta_info"]["prompt_tokens"] == len(ids) > len(body["input_ids"])
     got = torch.tensor([e[0] for e in out["meta_info"]["output_token_logprobs"]])
     want = forward_logprobs(engine, ids, out["output_ids"], 1.0, pixel_values=enc["pixel_values"],
                             image_grid_thw=enc["image_grid_thw"])
     assert torch.allclose(got, want, atol=1e-4)
-    # other bounds give another grid: the pads no longer fit and the server says so
-    r = post(server, "/generate", {**body, "webrl_image_pixels": {"min_pixels": 1024, "max_pixels": 16 * 28 * 28}})
-    assert r.status_code == 400 and "resize to" in r.json()["error"]["message"]
+    r = post(server, "/generate", {**body, "input_ids": ids})
+    assert r.status_code == 400 and "expanded run of <|image_pad|>" in r.json()["error"]["message"]
     r = post(server, "/generate", {**body, "image_data": []})
-    assert r.status_code == 400 and "image_data is empty" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "1 image placeholder(s) for 0 image(s)" in r.json()["error"]["message"]
+
+
+def test_prompt_logprobs_hidden_states_and_the_prefix_cache_as_sglang_returns_them(native):
+    """logprob_start_len L: entry 0 is [None, ids[L]], entry k log p(ids[L + k] | ids[:L + k]) at
+    temperature 1 even when sampling at 0.5; the prefix cache then reuses at most L tokens. Hidden
+    states: the rows of the positions the prefill computed (final layer), none at max_new_tokens 0."""
+    server, engine = native
+    ids = prompt_ids(engine)
+    L = len(ids) - 3
+    body = {"input_ids": ids, "return_logprob": True, "logprob_start_len": L, "extra_key": "k1",
+            "sampling_params": {"temperature": 0.5, "max_new_tokens": 0}}
+    meta = post(server, "/generate", body).json()["meta_info"]
+    entries = meta["input_token_logprobs"]
+    assert [e[1] for e in entries] == ids[L:] and entries[0][0] is None and meta["cached_tokens"] == 0
+    full = torch.tensor([ids])
+    with torch.no_grad():
+        out = engine.model(input_ids=full, output_hidden_states=True)
+    ref = torch.log_softmax(out.logits[0].float(), -1)  # (P, V), temperature 1
+    for k in (1, 2):
+        assert entries[k][0] == pytest.approx(float(ref[L + k - 1, ids[L + k]]), abs=1e-4)
+    # the same prompt again under the same key: the kept prefill is reused, at most L tokens
+    again = post(server, "/generate", {**body, "logprob_start_len": L - 2}).json()["meta_info"]
+    assert again["cached_tokens"] == L - 2
+    other_key = post(server, "/generate", {**body, "extra_key": "k2"}).json()["meta_info"]
+    assert other_key["cached_tokens"] == 0  # another namespace never matches
+    hidden = {"input_ids": ids, "return_hidden_states": True, "extra_key": "h",
+              "sampling_params": {"temperature": 0, "max_new_tokens": 1}}
+    rows = post(server, "/generate", hidden).json()["meta_info"]["hidden_states"]
+    assert len(rows) == 1 and torch.allclose(torch.tensor(rows[0]), out.hidden_states[-1][0].float(), atol=1e-4)
+    reused = post(server, "/generate", {**hidden, "sampling_params": {"temperature": 0, "max_new_tokens": 2}})
+    meta = reused.json()["meta_info"]
+    assert meta["cached_tokens"] == len(ids) - 1 and len(meta["hidden_states"][0]) == 1  # only the computed row
+    none = post(server, "/generate", {**hidden, "extra_key": "h2", "sampling_params": {"max_new_tokens": 0}})
+    assert none.json()["meta_info"]["hidden_states"] == []
 
 
 @pytest.mark.parametrize("change, message", [
@@ -125,9 +170,10 @@ def test_image_request_uses_the_given_pixel_bounds(native):
     ({"sampling_params": {"min_p": 0.1}}, "unsupported field(s) ['min_p']"),
     ({"sampling_params": {"stop_token_ids": 7}}, "stop_token_ids must be a list"),
     ({"stream": True}, "stream must be one of [False]"),
-    ({"logprob_start_len": 0}, "logprob_start_len must be one of [-1]"),
+    ({"logprob_start_len": 99, "return_logprob": True}, "logprob_start_len 99 is not below the"),
     ({"image_data": "http://example.com/a.png"}, "image_data[0]"),
-    ({"webrl_image_pixels": {"min_pixels": 10}}, "webrl_image_pixels.max_pixels must be an integer"),
+    ({"webrl_image_pixels": {"min_pixels": 10}}, "unsupported field(s) ['webrl_image_pixels']"),
+    ({"extra_key": 3}, "extra_key must be a string"),
     ({"input_ids": [1] * 1501}, "1501 tokens; the limit is 1500"),
 ])
 def test_bad_requests_name_the_field(native, change, message):

@@ -67,7 +67,8 @@ class LocalChatEngine:
 
     def __init__(self, model: Any, processor: Any, model_name: str = "local"):
         self.model, self.processor, self.model_name = model, processor, model_name
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        """Orders generation on the model (shared with `webrl serve`'s native routes)."""
 
     @classmethod
     def from_pretrained(cls, path: str, model_name: str = "", dtype: str = "float32",
@@ -101,7 +102,7 @@ class LocalChatEngine:
             kwargs.update(stop_strings=list(sampling.stop), tokenizer=tokenizer)
         if sampling.logprobs:
             kwargs.update(return_dict_in_generate=True, output_logits=True)
-        with self._lock, torch.no_grad():
+        with self.lock, torch.no_grad():
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
             out = self.model.generate(**inputs, **kwargs)

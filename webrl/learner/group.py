@@ -286,11 +286,12 @@ class LearnerGroup:
         turn's KL to the reference off its reward before GAE (`webrl.credit.gae_stage`); GRPO's
         reward-mode KL is applied per token by the objective.
 
-        Off-policy semantics: one optimizer step without tis_cap takes the ratio against the
-        rollout's log-probs; otherwise against the proximal ones (the learner at the start of the
-        update), and the rollout's enter only the truncated importance weights. PPO's old values
-        are the value head's at the start of the update (one forward pass gives them together
-        with the proximal log-probs).
+        A turn without rollout log-probs takes the start-of-update ones as its old policy (counted
+        in "rollout_logprobs_filled"). Off-policy semantics: one optimizer step without tis_cap
+        takes the ratio against the rollout's log-probs; otherwise against the proximal ones (the
+        learner at the start of the update), and the rollout's enter only the truncated importance
+        weights. PPO's old values are the value head's at the start of the update (one forward pass
+        gives them together with the proximal log-probs).
         """
         from webrl.credit import gae_stage
 
@@ -303,7 +304,10 @@ class LearnerGroup:
             samples = [dataclasses.replace(s, ref_logprobs=r.tolist()) for s, r in zip(samples, ref)]
         proximal = steps > 1 or loss.tis_cap is not None
         values = self.config.objective == "ppo"
-        if not (proximal or values or (check.every and self.policy_version % check.every == 0)):
+        # turns whose engine could not report their sampling log-probs (a cascade head turn's forced
+        # ids on an SGLang server at a temperature other than 1): the learner's start-of-update ones
+        unknown = {i for i, s in enumerate(samples) if s.response_ids and not s.rollout_logprobs}
+        if not (proximal or values or unknown or (check.every and self.policy_version % check.every == 0)):
             return samples, {}
         start = self.compute_logprobs(samples)
         prox = [p.tolist() for p in start.logprobs]
@@ -311,6 +315,10 @@ class LearnerGroup:
         alarm = mismatch_alarm(metrics, check)
         if metrics:
             metrics["mismatch_alarm"] = float(alarm is not None)
+        if unknown:
+            samples = [dataclasses.replace(s, rollout_logprobs=prox[i]) if i in unknown else s
+                       for i, s in enumerate(samples)]
+            metrics["rollout_logprobs_filled"] = float(len(unknown))
         if alarm:
             print(f"webrl: ALARM at policy version {self.policy_version}: {alarm}", flush=True)
         if proximal:

@@ -96,7 +96,9 @@ class ElementPointer(nn.Module):
         self.proj = nn.Linear(hidden, hidden, bias=False)
         self.bias = nn.Parameter(torch.zeros(1))  # (1,): DeepSpeed cannot broadcast 0-d parameters
         self.newline_token_ids = list(spec["newline_token_ids"])
-        self._cache: Optional[tuple[Tensor, Tensor]] = None  # keys of the last prefill (generation)
+        self.list_keys: Optional[tuple[Tensor, Tensor]] = None
+        """(keys, listed) of the last fresh forward's element lists, which the LM head hook scores
+        against; a caller continuing another prompt's KV cache restores that prompt's."""
         self.hooks_on = True  # False while a caller computes keys itself (the learner: `pointer_logits`)
 
     def newline_mask(self, vocab: int, device) -> Tensor:
@@ -151,14 +153,14 @@ def _backbone_hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) ->
     pointer, ids = module._webrl_pointer, getattr(module, "_webrl_pointer_ids", None)
     if ids is not None:  # a fresh forward: (re)compute the list's keys
         hidden = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
-        pointer._cache = pointer.keys(hidden, ids, module._webrl_pointer_vocab)
+        pointer.list_keys = pointer.keys(hidden, ids, module._webrl_pointer_vocab)
 
 
 def _lm_head_hook(module: nn.Module, args: tuple, output: Tensor) -> Tensor:
     pointer = module._webrl_pointer
-    if pointer._cache is None or not pointer.hooks_on:
+    if pointer.list_keys is None or not pointer.hooks_on:
         return output
-    keys, listed = pointer._cache
+    keys, listed = pointer.list_keys
     if keys.shape[0] != output.shape[0]:
         raise RuntimeError(f"element pointer: {output.shape[0]} rows, but the cached element lists have "
                            f"{keys.shape[0]} (a decode step without its prefill?)")

@@ -1,8 +1,11 @@
-"""`GeneratorPolicy`: a transformers Qwen-VL model answering a batch of requests.
+"""`GeneratorPolicy`: a Qwen-VL generator answering a batch of requests, on any generator backend.
 
-Token-in/token-out: the prompt ids handed back are the processor's ids for the rendered
-prompt (the ones the model read), the response ids are the sampled ones up to and including
-the first stop token, and nothing is re-tokenised later.
+The policy half is engine-free: it renders each request's prompt (`PromptBuilder`), computes the
+ids the model reads (`prompt_ids`: each image placeholder expanded to its smart_resize token
+count, equal to the processor's ids), asks its backend (webrl/policy/backend.py: the model in
+this process, `TransformersBackend`, or inference servers, `ServerBackend`) to sample, and parses
+the text into an action. Token-in/token-out: the response ids are the sampled ones up to and
+including the first stop token, and nothing is re-tokenised later.
 
 Log-probs: log softmax(logits / temperature) of each sampled token, from the raw logits of the
 same forward passes that sampled it. top-p / top-k truncation shapes what is sampled but is
@@ -10,27 +13,19 @@ not applied to the log-probs, because the learner recomputes exactly softmax(log
 the same ids (as verl and slime do); with top-p = 1 and top-k off (the RL default) the two are
 the same distribution. Greedy decoding reports temperature-1 log-probs.
 
-Memory: the log-probs are taken inside generation by `SampledLogprobs`, a logits processor that
-sees each step's raw logits (B, V) and keeps only the sampled token's log-prob (B,), so no
-(B, N, V) stack of logits is kept (transformers' `output_logits=True` holds one per new token:
-about 10 GB in fp32 at batch 16, 1,024 new tokens and Qwen's 151,936-token vocabulary). The
-vision-token suppression is applied by the same processor, after the log-probs are taken, so
-they stay the raw distribution's as the learner computes it.
-
-Departures from `model.generate` defaults: top-k is off (transformers samples with top-k 50
-otherwise), and the checkpoint's generation config (Qwen ships top_k=1, repetition_penalty
+In process (`TransformersBackend`) the log-probs are taken inside generation (no (B, N, V) logits
+stack is kept) and vision placeholders are masked; top-k is off (transformers samples with top-k
+50 otherwise) and the checkpoint's generation config (Qwen ships top_k=1, repetition_penalty
 1.05) is overridden, so samples follow the distribution the learner optimises.
-Batched requests are left-padded; images of different sizes go through one processor call.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from webrl.chat.tokens import STOP_TOKENS, VISION_TOKENS
-from webrl.policy.sampled_logprobs import LogitsProcessorList, SampledLogprobs
+from webrl.chat.tokens import STOP_TOKENS
+from webrl.policy.backend import GenerateRequest, Generated, is_backend
 from webrl.policy.images import image_token_count
 from webrl.policy.prompt import PromptBuilder, PromptConfig, RenderedPrompt
 from webrl.policy.types import Decision, DecisionStats, PolicyRequest
@@ -88,42 +83,58 @@ class GeneratorConfig:
 
 
 class GeneratorPolicy:
-    """`Policy` over a local Qwen2.5-VL / Qwen3-VL model and its processor."""
+    """`Policy` over a generator backend and the checkpoint's processor (its tokenizer renders
+    prompts). `model` may be a transformers model (wrapped in a `TransformersBackend`), a
+    backend, or None (prompts only: `act` then refuses)."""
 
-    def __init__(self, model, processor, config: Optional[GeneratorConfig] = None, family: Optional[str] = None):
+    def __init__(self, model: Any, processor: Any, config: Optional[GeneratorConfig] = None,
+                 family: Optional[str] = None):
         from webrl.models import model_family
 
-        self.model, self.processor = model, processor
+        self.processor = processor
         self.config = config or GeneratorConfig()
-        self.family = family or model_family(model)
         self.tokenizer = processor.tokenizer
-        # model None: prompts only (a server engine's model is the server's)
-        if self.config.prompt.action_format == "pointer" and model is not None \
-                and getattr(model, "element_pointer", None) is None:
-            raise ValueError("generator.prompt.action_format='pointer' needs a model with an element pointer "
-                             "(a tiny model with model.tiny_element_tokens=128, or a pointer checkpoint: "
-                             "config.json has 'webrl_pointer')")
+        if model is not None and not is_backend(model):
+            self._check_pointer(model)
+            model = self._in_process(model)
+        self.backend = model
+        model_config = getattr(model, "model_config", None)
+        self.family = family or (model_family(model_config) if model_config is not None else "qwen2.5-vl")
+        if self.config.sparse_prefill and (model is None or model.capabilities.engine != "transformers"):
+            raise ValueError("generator.sparse_prefill needs the model in this process (rollout.engine=transformers); "
+                             "an inference server runs its own prefill: leave generator.sparse_prefill empty")
         ip = processor.image_processor
         self.builder = PromptBuilder(self.config.prompt, self.family, self.count_text_tokens,
                                      factor=ip.patch_size * ip.merge_size)
         names = STOP_TOKENS if self.config.sampling.stop_at_tool_call else STOP_TOKENS[1:]
         vocab = self.tokenizer.get_vocab()
         self.stop_ids = [vocab[t] for t in names if t in vocab]
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.stop_ids[-1]
-        # Vision placeholders must never be sampled: the model counts every <|image_pad|> in
-        # its input against the images, so one in a response breaks the learner's forward pass.
-        # Trained checkpoints give them ~0 probability; random tiny models do not. The reported
-        # log-probs stay those of the unmasked softmax (what the learner recomputes), a
-        # negligible difference wherever the masked tokens carry ~0 mass.
-        self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
-        self.sparse = None
-        if self.config.sparse_prefill and model is None:
-            raise ValueError("generator.sparse_prefill needs the model in this process (rollout.engine=transformers); "
-                             "an inference server runs its own prefill: leave generator.sparse_prefill empty")
+
+    def _check_pointer(self, model: Any) -> None:
+        if self.config.prompt.action_format == "pointer" and getattr(model, "element_pointer", None) is None:
+            raise ValueError("generator.prompt.action_format='pointer' needs a model with an element pointer "
+                             "(a tiny model with model.tiny_element_tokens=128, or a pointer checkpoint: "
+                             "config.json has 'webrl_pointer')")
+
+    def _in_process(self, model: Any) -> Any:
+        from webrl.policy.transformers_backend import TransformersBackend
+
+        sparse = None
         if self.config.sparse_prefill:
             from webrl.policy.sparse_attention import SparsePrefill
 
-            self.sparse = SparsePrefill.for_model(model, self.config.sparse_prefill)
+            sparse = SparsePrefill.for_model(model, self.config.sparse_prefill)
+        return TransformersBackend(model, self.processor, self.config.max_batch_size, sparse)
+
+    @property
+    def model(self) -> Any:
+        """The transformers model in this process (None over a server)."""
+        return getattr(self.backend, "model", None)
+
+    @property
+    def model_config(self) -> Any:
+        """The checkpoint's Hugging Face config (hidden size, image token id), on any backend."""
+        return self.backend.model_config
 
     def count_text_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -142,66 +153,60 @@ class GeneratorPolicy:
         """The ids the model reads for one rendered prompt, without decoding any pixels: each
         image placeholder becomes its smart_resize token count, which is what the processor
         inserts (`encode`; equality tested). SFT renders thousands of turns through this."""
-        cfg, pad = self.config.prompt, "<|image_pad|>"
-        counts = [image_token_count(*im.size, self.builder.factor, cfg.min_pixels, cfg.max_pixels)
-                  for im in prompt.images]
-        pieces = prompt.text.split(pad)
+        cfg = self.config.prompt
+        return self.text_ids(prompt.text, prompt.images, (cfg.min_pixels, cfg.max_pixels))
+
+    def text_ids(self, text: str, images: Sequence[Any], pixel_bounds: tuple[int, int]) -> list[int]:
+        """Token ids of a ChatML `text` whose k-th `<|image_pad|>` stands for images[k], each
+        expanded to its token count at `pixel_bounds` (min_pixels, max_pixels)."""
+        pad = "<|image_pad|>"
+        counts = [image_token_count(*im.size, self.builder.factor, *pixel_bounds) for im in images]
+        pieces = text.split(pad)
         if len(pieces) != len(counts) + 1:
             raise ValueError(f"prompt has {len(pieces) - 1} image placeholders for {len(counts)} images")
         text = pieces[0] + "".join(pad * n + rest for n, rest in zip(counts, pieces[1:]))
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     # -- acting ----------------------------------------------------------------------------------
+    def request(self, prompt: RenderedPrompt, prompt_ids: Optional[list[int]] = None, **overrides: Any
+                ) -> GenerateRequest:
+        """The backend row that samples this policy's response to `prompt` (overrides: forced_ids,
+        max_new_tokens, hidden_layer, ...)."""
+        s, cfg = self.config.sampling, self.config.prompt
+        row = dict(prompt_ids=list(prompt_ids if prompt_ids is not None else self.prompt_ids(prompt)),
+                   images=list(prompt.images), pixel_bounds=(cfg.min_pixels, cfg.max_pixels),
+                   max_new_tokens=s.max_new_tokens, temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                   greedy=s.greedy, stop_ids=tuple(self.stop_ids))
+        return GenerateRequest(**{**row, **overrides})
+
     def act(self, requests: Sequence[PolicyRequest]) -> list[Decision]:
-        out: list[Decision] = []
-        step = self.config.max_batch_size
-        for start in range(0, len(requests), step):
-            out.extend(self._act_batch(requests[start:start + step]))
-        return out
-
-    def _act_batch(self, requests: Sequence[PolicyRequest]) -> list[Decision]:
-        import torch
-
+        if self.backend is None:
+            raise RuntimeError("this GeneratorPolicy renders prompts only (no model or backend)")
         t0 = time.perf_counter()
         prompts = [self.builder.render(r) for r in requests]
-        batch = self.encode(prompts).to(self.model.device)
-        s = self.config.sampling
-        temperature = 1.0 if s.greedy else s.temperature
-        recorder = SampledLogprobs(temperature, self.suppress_ids)
-        gen_kwargs = dict(max_new_tokens=s.max_new_tokens, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
-                          return_dict_in_generate=True, repetition_penalty=1.0,
-                          logits_processor=LogitsProcessorList([recorder]),
-                          top_k=None if s.greedy else (s.top_k or 0))
-        if s.greedy:
-            gen_kwargs.update(do_sample=False, temperature=None, top_p=None)
-        else:
-            gen_kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
-        sparse = self.sparse.prefill(batch) if self.sparse is not None else contextlib.nullcontext()
-        with torch.no_grad(), sparse:
-            gen = self.model.generate(**batch, **gen_kwargs)
-        P = batch["input_ids"].shape[1]
-        new = gen.sequences[:, P:]  # (B, N)
-        logp = recorder.finish(gen.sequences)  # (B, N)
+        rows = [self.request(p) for p in prompts]
+        generated = self.backend.generate(rows)
         latency = time.perf_counter() - t0
-        decisions = []
-        for b, (req, prompt) in enumerate(zip(requests, prompts)):
-            ids, finish = self._cut(new[b].tolist())
-            text = self.tokenizer.decode(ids, skip_special_tokens=False)
-            for tok in STOP_TOKENS[1:]:  # <|im_end|> / <|endoftext|> are frame, not content
-                text = text.removesuffix(tok)
-            prompt_ids = batch["input_ids"][b][batch["attention_mask"][b].bool()].tolist()
-            stats = DecisionStats(prompt_tokens=len(prompt_ids), response_tokens=len(ids), latency_s=latency,
-                                  history_turns=len(req.history), history_dropped=prompt.history_dropped,
-                                  images=len(prompt.images), over_budget=prompt.over_budget, finish_reason=finish)
-            decisions.append(Decision(
-                parsed=self.builder.format.parse(text, prompt.geometry), response_text=text,
-                prompt_ids=prompt_ids, response_ids=ids, logprobs=logp[b, :len(ids)].tolist(),
-                images=list(prompt.images), stats=stats))
-        return decisions
+        return [self.decision(req, prompt, row.prompt_ids, g, latency)
+                for req, prompt, row, g in zip(requests, prompts, rows, generated)]
 
-    def _cut(self, ids: list[int]) -> tuple[list[int], str]:
-        """Response ids up to and including the first stop token."""
-        for i, t in enumerate(ids):
-            if t in self.stop_ids:
-                return ids[:i + 1], "stop"
-        return ids, "length"
+    def text_of(self, ids: Sequence[int]) -> str:
+        """Decoded response text, the end-of-turn tokens (frame, not content) removed."""
+        text = self.tokenizer.decode(list(ids), skip_special_tokens=False)
+        for tok in STOP_TOKENS[1:]:  # <|im_end|> / <|endoftext|>
+            text = text.removesuffix(tok)
+        return text
+
+    def decision(self, request: PolicyRequest, prompt: RenderedPrompt, prompt_ids: Optional[list[int]],
+                 generated: Generated, latency_s: float) -> Decision:
+        """The `Decision` of a sampled response (parsed by the prompt's action format)."""
+        ids = list(generated.ids)
+        text = self.text_of(ids)
+        prompt_ids = list(prompt_ids) if prompt_ids is not None else self.prompt_ids(prompt)
+        stats = DecisionStats(prompt_tokens=len(prompt_ids), response_tokens=len(ids), latency_s=latency_s,
+                              history_turns=len(request.history), history_dropped=prompt.history_dropped,
+                              images=len(prompt.images), over_budget=prompt.over_budget,
+                              finish_reason=generated.finish, cached_tokens=generated.cached_tokens)
+        return Decision(parsed=self.builder.format.parse(text, prompt.geometry), response_text=text,
+                        prompt_ids=prompt_ids, response_ids=ids, logprobs=list(generated.logprobs[:len(ids)]),
+                        images=list(prompt.images), stats=stats)

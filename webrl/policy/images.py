@@ -81,3 +81,10 @@ def image_token_count(width: int, height: int, factor: int, min_pixels: int, max
     """Merged visual tokens for one image: (H' / factor) * (W' / factor)."""
     rh, rw = smart_resize(height, width, factor, min_pixels, max_pixels)
     return (rh // factor) * (rw // factor)
+
+
+def image_grid(width: int, height: int, patch: int, merge: int, min_pixels: int, max_pixels: int) -> list[int]:
+    """[t, h, w] patch grid of one image (the processor's `image_grid_thw` row): the smart_resized
+    sides over the patch size, t = 1 for a still image."""
+    rh, rw = smart_resize(height, width, patch * merge, min_pixels, max_pixels)
+    return [1, rh // patch, rw // patch]

@@ -150,10 +150,16 @@ def _wrap_cascade(inner: Any, generator: Any, config: PolicyConfig) -> Any:
     from webrl.policy.cascade.heads import load_heads
 
     heads = load_heads(config.cascade.heads_dir)
-    text_config = getattr(generator.model.config, "text_config", generator.model.config)
+    model_config = generator.model_config
+    text_config = getattr(model_config, "text_config", model_config)
     if heads.hidden_size != text_config.hidden_size:
         raise ValueError(f"policy.cascade.heads_dir={config.cascade.heads_dir}: the heads read hidden size "
                          f"{heads.hidden_size}, the generator has {text_config.hidden_size} (heads of another model?)")
+    layer, caps = heads.config.layer, generator.backend.capabilities
+    if caps.hidden_layers != "any" and layer not in (-1, text_config.num_hidden_layers):
+        raise ValueError(f"policy.cascade.heads_dir={config.cascade.heads_dir}: the heads read hidden_states[{layer}], "
+                         f"but rollout.engine={caps.engine} returns {caps.hidden_layers}; train heads on layer -1 "
+                         f"(`webrl heads-train --layer -1`) or sample in process (rollout.engine=transformers)")
     return CascadePolicy(inner, heads, config.cascade)
 
 

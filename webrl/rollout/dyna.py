@@ -84,7 +84,8 @@ class DynaConfig:
     """Dyna-GRPO: SimRollout iterations (refine with real future states) alternating with GRPO."""
 
     enabled: bool = False
-    """Run Dyna-GRPO (needs learner.objective=grpo, rollout.mode=sync, rollout.engine=transformers)."""
+    """Run Dyna-GRPO (needs learner.objective=grpo and rollout.mode=sync; runs on either rollout
+    engine and with the policy wrappers, except a cascade whose head turns keep no tokens)."""
     every: int = 2
     """Phase alternation: iteration i (0-based) is a SimRollout iteration when i % every == 0,
     a plain GRPO iteration otherwise (2: SimRollout, GRPO, SimRollout, ...; 1: SimRollout only)."""

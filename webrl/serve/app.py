@@ -70,6 +70,11 @@ class ServeConfig:
     """Device for the model ("cpu", "cuda", "cuda:1"); empty = where it loads (CPU)."""
     log_level: str = "warning"
     """uvicorn log level: critical | error | warning | info | debug."""
+    image_min_pixels: int = 0
+    image_max_pixels: int = 0
+    """Pixel bounds the native /generate resizes images to before expanding each image's single
+    `<|image_pad|>` (SGLang's `--mm-process-config '{"image": {"min_pixels", "max_pixels"}}'`);
+    0 = the checkpoint's image processor's. A client must count image tokens at the same bounds."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -83,6 +88,10 @@ class ServeConfig:
                              f"max_new_tokens ({self.max_new_tokens})")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"ServeConfig.dtype must be float32 | bfloat16 | float16, got {self.dtype!r}")
+        if self.image_min_pixels < 0 or self.image_max_pixels < 0 or (
+                self.image_max_pixels and self.image_min_pixels > self.image_max_pixels):
+            raise ValueError(f"ServeConfig.image_min_pixels / image_max_pixels must be >= 0 with min <= max "
+                             f"(0 = the checkpoint's), got {self.image_min_pixels}, {self.image_max_pixels}")
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise ValueError(f"ServeConfig.log_level must be critical | error | warning | info | debug, "
                              f"got {self.log_level!r}")
@@ -144,7 +153,8 @@ def create_app(engine: ChatEngine, config: Optional[ServeConfig] = None):
 
     from webrl.serve.native import NativeBackend, mount_native_routes
 
-    native = NativeBackend.from_chat_engine(engine, config.model_path)
+    native = NativeBackend.from_chat_engine(engine, config.model_path,
+                                           (config.image_min_pixels, config.image_max_pixels))
     if native is not None:  # a local model: SGLang-native /generate, weight updates (webrl.serve.native)
         mount_native_routes(app, native, config, _authorised, _error, _read_body)
 

@@ -1,38 +1,46 @@
-"""`webrl serve`'s SGLang-native routes: token-in/token-out generation and in-place weight updates.
+"""`webrl serve`'s SGLang-native `/generate`: token-in/token-out generation, prompt log-probs and
+hidden states, on the in-process generator backend (`TransformersBackend`) that rollouts use.
 
     POST /generate                 SGLang `GenerateReqInput` subset -> `{"text", "output_ids", "meta_info"}`
-    weight updates, GET /get_model_info   webrl.serve.weights
+    weight updates, GET /model_info   webrl.serve.weights
     GET  /health                   (the app's own route)
 
-The subset is what `webrl.rollout.server_engine.ServerEngine` sends, so a rollout runs the same
-against SGLang and against `webrl serve` on the transformers backend (CPU tests).
+`webrl serve` stands for SGLang in the CPU tests, so it is as strict as SGLang wherever webrl's
+server engine could go wrong, each rule read in sgl-project/sglang (commits named per rule):
 
-Request (`/generate`): `input_ids` (the prompt exactly as the policy built it, each image's
-`<|image_pad|>` already repeated to its token count), `image_data` (one data URL, or a list in
-prompt order; `data:image/png|jpeg|webp;base64,...` only: the server never fetches a URL),
+- Images: each image is one `<|image_pad|>` in `input_ids`, which the server expands to the
+  image's token count at its own pixel bounds (ServeConfig.image_min_pixels / image_max_pixels,
+  SGLang's `--mm-process-config`); a pre-expanded run is refused (multimodal/mm_token_expansion.py
+  at 749962b6, `expand_token_placeholders`), as is a count that does not match `image_data`.
+  `meta_info.prompt_tokens` is the expanded length.
+- Prompt log-probs (`logprob_start_len` = L >= 0): `meta_info.input_token_logprobs` covers
+  positions L .. end, entry 0 `[None, ids[L], None]`, entry k log p(ids[L + k] | ids[:L + k]) at
+  temperature 1 whatever the sampling temperature (logprob_result_processor.py at 17b67163;
+  input log-probs are never temperature-scaled, logits_processor.py at 5993251f). The prefix cache
+  then reuses at most L tokens (schedule_batch.py at 001067ff, `Req._compute_max_prefix_len`).
+- Hidden states (`return_hidden_states: true`): `meta_info.hidden_states` = [the (E, H) rows of
+  the E positions computed in the prefill] (the final layer after the final norm; a cached prefix
+  has no rows: batch_result_processor.py at 003ddbce); none at max_new_tokens 0, as the newest
+  SGLang answers a prefill-only request. Departure: SGLang appends one vector per decoded token
+  after the first element; `webrl serve` does not compute them (no client here reads them).
+- `max_new_tokens` 0 scores only (sampling/sampling_params.py at 00c17caf).
+
+Request: `input_ids`, `image_data` (data URLs only: the server never fetches a URL),
 `sampling_params` {temperature (0 = greedy), top_p, top_k (-1 = off, or >= 1), max_new_tokens,
 stop_token_ids, skip_special_tokens, no_stop_trim, sampling_seed}, `return_logprob`,
-`logprob_start_len` (-1 only: no prompt log-probs), `top_logprobs_num` (0 only), `stream`
-(false only), `rid`. Anything else is a 400 naming the field.
+`logprob_start_len`, `return_hidden_states`, `extra_key` (the prefix-cache namespace),
+`top_logprobs_num` (0 only), `stream` (false only), `rid`. Anything else is a 400 naming the field.
 
-Pixel bounds (a webrl extension, ignored by SGLang): `webrl_image_pixels` {"min_pixels",
-"max_pixels"} resizes the images as the policy's `PromptConfig` does; without it the checkpoint's
-own image processor bounds apply (as SGLang uses). The image pads in `input_ids` must match the
-resized grids, or the request is refused (400) instead of silently misaligned.
-
-Log-probs: `meta_info.output_token_logprobs` = [[logprob, token_id, None], ...], where logprob
-is log softmax(raw logits / T) of the sampled token (`SampledLogprobs`, as `GeneratorPolicy`;
-greedy reports T = 1), which is also SGLang's default (before top-p / top-k filtering, with
-SGLANG_RETURN_ORIGINAL_LOGPROB unset). `output_ids` ends with the stop token that ended
-generation; finish_reason is {"type": "stop", "matched": id} or {"type": "length", "length": N}.
-Vision placeholder tokens are never sampled (suppressed after the log-probs, as in-process).
-
-Weight updates and `/get_model_info` are `webrl.serve.weights`'s.
+Log-probs: `meta_info.output_token_logprobs` = [[logprob, token_id, None], ...], log softmax(raw
+logits / T) of each sampled token (greedy: T = 1), SGLang's default. `output_ids` ends with the
+stop token that ended generation; finish_reason is {"type": "stop", "matched": id} or
+{"type": "length", "length": N}. `meta_info.cached_tokens`: prompt tokens served from the
+backend's prefix cache. Vision placeholder tokens are never sampled (a departure: SGLang does not
+mask them; webrl's server engine refuses a response holding one).
 """
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -47,7 +55,7 @@ from webrl.serve.weights import WeightUpdater, mount_weight_routes
 from webrl.types import Image
 
 GENERATE_FIELDS = ("input_ids", "image_data", "sampling_params", "return_logprob", "logprob_start_len",
-                   "top_logprobs_num", "stream", "rid", "webrl_image_pixels")
+                   "top_logprobs_num", "stream", "rid", "return_hidden_states", "extra_key")
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_new_tokens", "stop_token_ids", "skip_special_tokens",
                    "no_stop_trim", "sampling_seed")
 
@@ -77,9 +85,12 @@ class NativeRequest:
     images: list[Image]
     sampling: NativeSampling
     return_logprob: bool = False
-    pixel_bounds: Optional[tuple[int, int]] = None
-    """(min_pixels, max_pixels) from `webrl_image_pixels`; None = the checkpoint's."""
+    logprob_start_len: int = -1
+    """Position the prompt log-probs start at (-1: none)."""
+    return_hidden_states: bool = False
     rid: str = ""
+    extra_key: Optional[str] = None
+    """The prefix-cache namespace (SGLang's radix cache never matches across keys)."""
 
 
 def parse_sampling(params: Any, config: Any) -> NativeSampling:
@@ -101,7 +112,7 @@ def parse_sampling(params: Any, config: Any) -> NativeSampling:
         if s.top_k != -1 and s.top_k < 1:
             raise RequestError(400, f"sampling_params.top_k must be -1 (off) or >= 1, got {s.top_k}", "top_k")
     if "max_new_tokens" in params:
-        s.max_new_tokens = int_field(params["max_new_tokens"], "sampling_params.max_new_tokens", 1)
+        s.max_new_tokens = int_field(params["max_new_tokens"], "sampling_params.max_new_tokens", 0)
     if s.max_new_tokens > config.max_new_tokens:
         raise RequestError(400, f"sampling_params.max_new_tokens is {s.max_new_tokens}; the limit is "
                                 f"{config.max_new_tokens}", "max_new_tokens")
@@ -140,126 +151,132 @@ def parse_generate_request(body: bytes, config: Any) -> NativeRequest:
     if len(urls) > config.max_images:
         raise RequestError(400, f"image_data has {len(urls)} images; the limit is {config.max_images}", "image_data")
     images = [decode_image_url(u, config.max_image_pixels, f"image_data[{i}]") for i, u in enumerate(urls)]
-    for name, allowed in (("stream", (None, False)), ("logprob_start_len", (None, -1)), ("top_logprobs_num", (None, 0))):
+    for name, allowed in (("stream", (None, False)), ("top_logprobs_num", (None, 0))):
         if obj.get(name) not in allowed:
             raise RequestError(400, f"{name} must be one of {[a for a in allowed if a is not None]} here, got "
                                     f"{obj[name]!r}", name)
-    bounds = None
-    if obj.get("webrl_image_pixels") is not None:
-        px = json_object(obj["webrl_image_pixels"], "webrl_image_pixels")
-        check_keys(px, ("min_pixels", "max_pixels"), "webrl_image_pixels")
-        low = int_field(px.get("min_pixels"), "webrl_image_pixels.min_pixels", 1)
-        high = int_field(px.get("max_pixels"), "webrl_image_pixels.max_pixels", low)
-        if high > config.max_image_pixels:  # the resize happens before the pad check: bound it first
-            raise RequestError(400, f"webrl_image_pixels.max_pixels is {high}; the limit is "
-                                    f"{config.max_image_pixels} (max_image_pixels)", "webrl_image_pixels.max_pixels")
-        bounds = (low, high)
-    ret = obj.get("return_logprob", False)
-    if not isinstance(ret, bool):
-        raise RequestError(400, f"return_logprob must be true or false, got {ret!r}", "return_logprob")
+    flags = {}
+    for name in ("return_logprob", "return_hidden_states"):
+        flags[name] = obj.get(name, False)
+        if not isinstance(flags[name], bool):
+            raise RequestError(400, f"{name} must be true or false, got {flags[name]!r}", name)
+    start = -1 if obj.get("logprob_start_len") is None else int_field(obj["logprob_start_len"], "logprob_start_len", -1)
+    if not flags["return_logprob"]:
+        start = -1  # as SGLang's scheduler does
     rid = obj.get("rid") or uuid.uuid4().hex
-    return NativeRequest(ids, images, parse_sampling(obj.get("sampling_params"), config),
-                         ret, bounds, str(rid))
+    extra = obj.get("extra_key")
+    if extra is not None and not isinstance(extra, str):
+        raise RequestError(400, f"extra_key must be a string, got {extra!r}", "extra_key")
+    return NativeRequest(ids, images, parse_sampling(obj.get("sampling_params"), config), flags["return_logprob"],
+                         start, flags["return_hidden_states"], str(rid), extra)
 
 
 class NativeBackend:
-    """A local Qwen-VL model behind the native routes. `lock` orders generation, weight updates
-    and (shared with `LocalChatEngine`) chat completions."""
+    """A local Qwen-VL model behind the native routes, through the in-process generator backend.
+    `lock` orders generation, weight updates and (shared with `LocalChatEngine`) chat completions;
+    `pixel_bounds` (min_pixels, max_pixels) the images are expanded at (None: the checkpoint's)."""
 
     def __init__(self, model: Any, processor: Any, lock: Optional[threading.Lock] = None,
-                 model_path: str = "", weight_version: str = "0"):
-        from webrl.chat.tokens import VISION_TOKENS
+                 model_path: str = "", weight_version: str = "0", pixel_bounds: Optional[tuple[int, int]] = None):
+        from webrl.policy.transformers_backend import TransformersBackend
 
         self.model, self.processor = model, processor
         self.lock = lock or threading.Lock()
         self.model_path, self.weight_version = model_path, weight_version
         self.tokenizer = processor.tokenizer
-        vocab = self.tokenizer.get_vocab()
-        self.image_pad_id = vocab["<|image_pad|>"]
-        self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.backend = TransformersBackend(model, processor, max_batch_size=1)
+        self.image_pad_id = self.backend.image_pad_id
+        ip = processor.image_processor
+        default = (getattr(ip, "min_pixels", None) or ip.size["shortest_edge"],
+                   getattr(ip, "max_pixels", None) or ip.size["longest_edge"])
+        self.pixel_bounds = tuple(pixel_bounds) if pixel_bounds and pixel_bounds[1] else default
+        self.factor = ip.patch_size * ip.merge_size
+        self._cached_under = weight_version
+
+    def weights_changed(self) -> None:
+        """The served weights changed: drop the prefix cache (it holds the old weights' states)."""
+        self.backend.clear_cache()
+        self._cached_under = self.weight_version
 
     @classmethod
-    def from_chat_engine(cls, engine: Any, model_path: str = "") -> Optional["NativeBackend"]:
+    def from_chat_engine(cls, engine: Any, model_path: str = "",
+                         pixel_bounds: Optional[tuple[int, int]] = None) -> Optional["NativeBackend"]:
         """The backend sharing a `LocalChatEngine`'s model, processor and lock; None for engines
         without a local model (stubs, proxies): they serve chat completions only."""
         model, processor = getattr(engine, "model", None), getattr(engine, "processor", None)
         if model is None or processor is None:
             return None
-        return cls(model, processor, getattr(engine, "_lock", None), model_path)
+        return cls(model, processor, getattr(engine, "lock", None), model_path, pixel_bounds=pixel_bounds)
 
     # -- generation ------------------------------------------------------------------------------
-    def model_inputs(self, req: NativeRequest) -> dict:
-        """Tensors for `model.generate`: the ids as sent, the images' pixels and grids."""
-        import torch
+    def expand(self, req: NativeRequest) -> list[int]:
+        """`input_ids` with each image's one `<|image_pad|>` expanded to its token count at this
+        server's pixel bounds (400 for a pre-expanded run or a count that does not match)."""
+        from webrl.policy.images import image_token_count
 
         vocab = self.model.get_input_embeddings().num_embeddings
         bad = [i for i in req.input_ids if not 0 <= i < vocab]
         if bad:
             raise RequestError(400, f"input_ids hold ids outside the vocabulary [0, {vocab}): {bad[:5]}", "input_ids")
+        pad = self.image_pad_id
+        runs = [i for i, t in enumerate(req.input_ids) if t == pad and (i == 0 or req.input_ids[i - 1] != pad)]
+        if any(i + 1 < len(req.input_ids) and req.input_ids[i + 1] == pad for i in runs):
+            raise RequestError(400, "input_ids hold an expanded run of <|image_pad|> tokens: send each image as one "
+                                    "<|image_pad|> (the server expands it at its own pixel bounds, as SGLang does)",
+                               "input_ids")
+        if len(runs) != len(req.images):
+            raise RequestError(400, f"input_ids hold {len(runs)} image placeholder(s) for {len(req.images)} image(s) "
+                                    f"in image_data", "image_data")
+        out = []
+        counts = iter(image_token_count(*im.size, self.factor, *self.pixel_bounds) for im in req.images)
+        for t in req.input_ids:
+            out.extend([pad] * next(counts) if t == pad else [t])
+        return out
 
-        ids = torch.tensor([req.input_ids])  # (1, P)
-        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-                  "mm_token_type_ids": (ids == self.image_pad_id).long()}
-        pads = int(inputs["mm_token_type_ids"].sum())
-        if not req.images:
-            if pads:
-                raise RequestError(400, f"input_ids hold {pads} <|image_pad|> tokens but image_data is empty",
-                                   "image_data")
-            return inputs
-        ip = self.processor.image_processor
-        kwargs = {}
-        if req.pixel_bounds is not None:
-            kwargs["size"] = {"shortest_edge": req.pixel_bounds[0], "longest_edge": req.pixel_bounds[1]}
-        vision = ip(images=[im.to_pil() for im in req.images], return_tensors="pt", **kwargs)
-        expected = int(vision["image_grid_thw"].prod(-1).sum()) // ip.merge_size ** 2
-        if expected != pads:
-            raise RequestError(400, f"input_ids hold {pads} <|image_pad|> tokens but the {len(req.images)} image(s) "
-                                    f"resize to {expected} visual tokens (check webrl_image_pixels / the prompt's "
-                                    f"min_pixels and max_pixels)", "input_ids")
-        inputs.update(pixel_values=vision["pixel_values"], image_grid_thw=vision["image_grid_thw"])
-        return inputs
-
-    def generate(self, req: NativeRequest) -> dict:
+    def generate(self, req: NativeRequest, max_prompt_tokens: int = 1 << 30) -> dict:
         """One request -> SGLang's non-streaming `/generate` response subset."""
-        import torch
-
-        from webrl.policy.sampled_logprobs import LogitsProcessorList, SampledLogprobs
+        from webrl.policy.backend import GenerateRequest
 
         t0 = time.perf_counter()
-        inputs = {k: v.to(self.model.device) for k, v in self.model_inputs(req).items()}
+        seq = self.expand(req)
+        if len(seq) > max_prompt_tokens:
+            raise RequestError(400, f"the prompt has {len(seq)} tokens with its images expanded; the limit is "
+                                    f"{max_prompt_tokens}", "input_ids", "context_length_exceeded")
+        start = req.logprob_start_len
+        if start >= len(seq):
+            raise RequestError(400, f"logprob_start_len {start} is not below the {len(seq)} input tokens",
+                               "logprob_start_len")
         s = req.sampling
-        greedy = s.temperature == 0
-        recorder = SampledLogprobs(1.0 if greedy else s.temperature, self.suppress_ids)
-        kwargs = dict(max_new_tokens=s.max_new_tokens, pad_token_id=self.pad_id, return_dict_in_generate=True,
-                      repetition_penalty=1.0, logits_processor=LogitsProcessorList([recorder]),
-                      eos_token_id=s.stop_token_ids or None)
-        if greedy:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        else:
-            kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p,
-                          top_k=0 if s.top_k == -1 else s.top_k)  # 0, not None: None = the checkpoint's
-        if not s.stop_token_ids:  # the checkpoint's eos would apply otherwise; SGLang also stops there
-            kwargs["eos_token_id"] = self.model.generation_config.eos_token_id
-        with self.lock, torch.no_grad():
-            if s.seed is not None:
-                torch.manual_seed(s.seed)
-            out = self.model.generate(**inputs, **kwargs)
+        stops = tuple(s.stop_token_ids or _as_list(self.model.generation_config.eos_token_id))
+        cut = start + 1 if start >= 0 else len(seq)
+        row = GenerateRequest(seq[:cut], req.images, self.pixel_bounds, forced_ids=seq[cut:],
+                              max_new_tokens=s.max_new_tokens, temperature=s.temperature or 1.0, top_p=s.top_p,
+                              top_k=0 if s.top_k == -1 else s.top_k, greedy=s.temperature == 0, stop_ids=stops,
+                              forced_temperature=1.0, hidden_layer=-1 if req.return_hidden_states else None,
+                              seed=s.seed, cache_key=req.extra_key)
+        with self.lock:
+            if self.weight_version != self._cached_under:  # kept KV caches hold other weights' states
+                self.weights_changed()
+            out = self.backend.generate([row])[0]
             version = self.weight_version
-        P = len(req.input_ids)
-        ids = out.sequences[0, P:].tolist()  # (N,)
-        logp = recorder.finish(out.sequences)[0].tolist()  # (N,)
-        stops = set(s.stop_token_ids or _as_list(self.model.generation_config.eos_token_id))
+        ids = list(out.ids)
         if ids and ids[-1] in stops:
             finish = {"type": "stop", "matched": ids[-1]}
         else:
             finish = {"type": "length", "length": len(ids)}
-        meta = {"id": req.rid, "finish_reason": finish, "prompt_tokens": P, "completion_tokens": len(ids),
-                "cached_tokens": 0, "weight_version": version, "e2e_latency": time.perf_counter() - t0}
+        meta = {"id": req.rid, "finish_reason": finish, "prompt_tokens": len(seq), "completion_tokens": len(ids),
+                "cached_tokens": out.cached_tokens, "weight_version": version,
+                "e2e_latency": time.perf_counter() - t0}
         if req.return_logprob:
-            meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(logp, ids)]
+            meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(out.logprobs, ids)]
+            if start >= 0:
+                meta["input_token_logprobs"] = [[None, seq[start], None]] + [
+                    [lp, t, None] for lp, t in zip(out.forced_logprobs or [], seq[cut:])]
+        if req.return_hidden_states:
+            meta["hidden_states"] = [out.hidden.tolist()] if s.max_new_tokens else []
         text = self.tokenizer.decode(ids, skip_special_tokens=s.skip_special_tokens)
         return {"text": text, "output_ids": ids, "meta_info": meta}
+
 
 def _as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
@@ -270,8 +287,6 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
     from starlette.concurrency import run_in_threadpool
 
     denied = "missing or wrong bearer key (send 'Authorization: Bearer <key>')"
-    # replacing the served weights from any folder on disk is open only on loopback or behind a key
-    weights_open = config.host in ("127.0.0.1", "localhost", "::1") or bool(config.api_key())
 
     @app.post("/generate")
     async def generate(request: Request):
@@ -279,7 +294,7 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
             return error(401, denied)
         try:
             req = parse_generate_request(await read_body(request, config.max_request_bytes), config)
-            return await run_in_threadpool(backend.generate, req)
+            return await run_in_threadpool(backend.generate, req, config.max_prompt_tokens)
         except RequestError as e:
             return error(e.status, e.message, e.param, e.code)
 

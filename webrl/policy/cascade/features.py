@@ -1,6 +1,6 @@
 """From a prompt to the decision heads' inputs: one prefill, then pooling over token spans.
 
-    prefill(policy, request, layer, keep_cache, query_prefix) -> Prefill     the one forward pass both paths share
+    prefill(policy, request, layer, query_prefix) -> Prefill     the heads' one backend request
     step_features(prefill, observation, config) -> StepFeatures
     action_labels(action, elements, kinds) -> (kind, target, value) class indices
 
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
 from webrl.actions import Action
 from webrl.chat.tokens import IM_END
 from webrl.policy.cascade.heads import (KINDS_WITH_ELEMENT, HeadsConfig, box_token_indices, image_token_spans)
+from webrl.policy.images import image_grid
 from webrl.policy.prompt import RenderedPrompt
 from webrl.policy.types import MarkedObservation, PolicyRequest, SoMElement
 
@@ -35,55 +36,42 @@ ELEMENTS_HEADER = "Elements:\n"
 
 @dataclass
 class Prefill:
-    """The prompt's forward pass. hidden: (P, H) at the heads' layer; last_logits: (V,).
-
-    query: (H,) the heads' prompt state: hidden[-1], or the state at the last token of a query
-    prefix fed after the prompt (`HeadsConfig.query_prefix`). Then prefix_ids (k tokens) sit in
-    the cache after the prompt and prefix_logits (k, V) are the logits after each of them;
-    `rewind()` drops them from the cache (the generator then decodes from the prompt alone).
-    """
+    """What the heads read of one prompt. hidden: (P', H) rows at the heads' layer for positions
+    0 .. P' - 1 (the prompt, then any query prefix); query: (H,) the heads' prompt state (the last
+    row: the prompt's last token, or a query prefix's last token, `HeadsConfig.query_prefix`).
+    `complete` is False when the backend served the prompt's start from its cache and returned
+    no rows for it (an SGLang server's hidden states start after its cached prefix): the heads
+    cannot read it and the generator decides. cached_tokens: prompt tokens the backend reused."""
 
     prompt: RenderedPrompt
     input_ids: list[int]
     image_grid_thw: list[list[int]]
     hidden: torch.Tensor
-    last_logits: torch.Tensor
-    cache: Any = None
     query: Optional[torch.Tensor] = None
     prefix_ids: list[int] = field(default_factory=list)
-    prefix_logits: Optional[torch.Tensor] = None
-
-    def rewind(self) -> None:
-        """Remove the query prefix from the cache (no-op without one or once removed)."""
-        if self.prefix_ids and self.cache is not None:
-            self.cache.crop(-len(self.prefix_ids))
-        self.prefix_ids, self.prefix_logits = [], None
+    complete: bool = True
+    cached_tokens: int = 0
+    cache_key: Optional[str] = None
+    """The backend's prefix-cache namespace of this prefill: requests that continue it pass it on."""
 
 
-def prefill(policy, request: PolicyRequest, layer: int = -1, keep_cache: bool = True,
-            query_prefix: str = "") -> Prefill:
-    """Render and encode `request` as `policy` (a `GeneratorPolicy`) does, run one forward pass.
-
-    With `query_prefix` the prefix's tokens are then fed through the cache (one more forward of
-    k tokens) and the query is the hidden state at its last token.
-    """
+def prefill(policy, request: PolicyRequest, layer: int = -1, query_prefix: str = "",
+            cache_key: Optional[str] = None) -> Prefill:
+    """Render and tokenise `request` as `policy` (a `GeneratorPolicy`, on any backend) does and
+    ask its backend for the hidden states at `layer` of the prompt followed by `query_prefix`'s
+    tokens (nothing is sampled). The backend keeps the prompt's KV cache: the request that decodes
+    next with the same `cache_key` reuses it (`Generated.cached_tokens`); a fresh key (the
+    cascade's, one per decision) makes the backend compute every row."""
     prompt = policy.builder.render(request)
-    batch = policy.encode([prompt]).to(policy.model.device)
-    with torch.no_grad():
-        out = policy.model(**batch, use_cache=keep_cache or bool(query_prefix), output_hidden_states=True)
-    grid = batch["image_grid_thw"].tolist() if "image_grid_thw" in batch else []
-    hidden = out.hidden_states[layer][0].float()
-    pre = Prefill(prompt, batch["input_ids"][0].tolist(), grid, hidden, out.logits[0, -1].float(),
-                  out.cache, query=hidden[-1])
-    if query_prefix:
-        pre.prefix_ids = list(policy.tokenizer(query_prefix, add_special_tokens=False)["input_ids"])
-        with torch.no_grad():
-            nxt = policy.model(input_ids=torch.tensor([pre.prefix_ids], device=policy.model.device),
-                               cache=out.cache, use_cache=True, output_hidden_states=True)
-        pre.query, pre.prefix_logits = nxt.hidden_states[layer][0, -1].float(), nxt.logits[0].float()
-    if not keep_cache:
-        pre.cache, pre.prefix_ids, pre.prefix_logits = None, [], None
-    return pre
+    ids = policy.prompt_ids(prompt)
+    prefix_ids = list(policy.tokenizer(query_prefix, add_special_tokens=False)["input_ids"]) if query_prefix else []
+    row = policy.request(prompt, ids, forced_ids=prefix_ids, max_new_tokens=0, hidden_layer=layer, cache_key=cache_key)
+    out = policy.backend.generate([row])[0]
+    ip, cfg = policy.processor.image_processor, policy.config.prompt
+    grid = [image_grid(*im.size, ip.patch_size, ip.merge_size, cfg.min_pixels, cfg.max_pixels) for im in prompt.images]
+    hidden = out.hidden.float()
+    return Prefill(prompt, ids, grid, hidden, query=hidden[-1], prefix_ids=prefix_ids,
+                   complete=out.hidden_start == 0, cached_tokens=out.cached_tokens, cache_key=cache_key)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,7 +159,7 @@ class StepFeatures:
 
 def step_features(pre: Prefill, observation: MarkedObservation, config: HeadsConfig, policy) -> StepFeatures:
     """Pool the prefill's hidden states into the heads' inputs for `observation`'s elements."""
-    tok, model_cfg = policy.tokenizer, policy.model.config
+    tok, model_cfg = policy.tokenizer, policy.model_config
     merge = policy.processor.image_processor.merge_size
     hidden, text, elements = pre.hidden, pre.prompt.text, observation.elements
     counts = [t * h * w // merge ** 2 for t, h, w in pre.image_grid_thw]

@@ -1,15 +1,22 @@
 """`CascadePolicy`: decision heads first, the generator when the heads are unsure.
 
-Per request (one prefill shared by both paths)::
+Per request, over the generator's backend (webrl/policy/backend.py: in process or on a server)::
 
-    prefill(prompt)  -> hidden states, last logits, KV cache
+    backend(prompt, hidden_layer)  -> the heads' hidden states (nothing sampled)
     heads(hidden)    -> kind k*, target j*, value v*, confidence c
     c >= threshold   -> heads decide: render the action in the generator's format, generate nothing;
-                        value = WRITE (type without a listed option, answer): feed the action's
-                        prefix (e.g. `<tool_call>{"name": "browser", "arguments": {"action": "type",
-                        "element": 5, "text": "`) into the same cache and let the generator decode
-                        only the text, up to its stop token
-    otherwise        -> the generator decodes from the same cache (greedy or sampled as configured)
+                        value = WRITE (type without a listed option, answer): the action's prefix
+                        (e.g. `<tool_call>{"name": "browser", "arguments": {"action": "type",
+                        "element": 5, "text": "`) is forced after the prompt and the generator
+                        decodes only the text, up to its stop token
+    otherwise        -> the generator decodes (greedy or sampled as configured)
+
+Each decision's requests share a prefix-cache namespace of their own (`cache_key`, SGLang's
+`extra_key`): the heads request computes every prompt row (a prefix cached by another turn or
+group member would leave the early rows out of a server's hidden states), and the second request,
+whose prompt is the first's, reuses that prefill (SGLang's radix cache on a server, webrl's own in
+process), so a deferral costs no second prefill (`DecisionStats.cached_tokens` says how many
+prompt tokens were reused). The price: the heads request never reuses another turn's prefix.
 
 A WRITE decision whose text breaks the call (a random generator may write a raw newline inside
 the JSON string, or never close it) still executes the heads' kind and element, with the text read
@@ -36,9 +43,14 @@ sample those action tokens:
   no loss tokens; the trajectory's reward still reaches the generator's own turns. Unbiased for
   those turns, but fewer samples.
 
+Over a server, the heads read the final layer only (`ENGINE_CAPABILITIES`), and forced ids are
+scored at temperature 1 only: at another sampling temperature a head-decided turn's log-probs are
+left empty and the learner computes them at the start of the update. Hidden states that lack the
+prompt's first rows (a server that ignored the namespace) leave the decision to the generator.
+
 Departures: requests are decided one at a time (a batched prefill with per-row continuation is
-possible, but the tiny CPU models gain little); sampling in the cascade uses torch's RNG
-directly, so sampled outputs match `GeneratorPolicy` in distribution, greedy ones exactly.
+possible, but the tiny CPU models gain little); sampled outputs match `GeneratorPolicy` in
+distribution, greedy ones exactly.
 
 Coordinate formats (computer_use): a heads click on element k is written as the format's click
 at the centre of k's box (`format_action`), in the format's coordinates (Qwen2.5-VL: pixels of
@@ -52,20 +64,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import torch
 
 from webrl.actions import Action
-from webrl.chat.tokens import STOP_TOKENS
 from webrl.policy.cascade.features import Prefill, StepFeatures, prefill, step_features
-from webrl.policy.types import MarkedObservation, SoMElement
 from webrl.policy.cascade.heads import KINDS_WITH_ELEMENT, DecisionHeads, HeadInputs
-from webrl.policy.generator import SamplingConfig
 from webrl.policy.images import ImageGeometry
 from webrl.policy.stack import CascadeConfig
-from webrl.policy.types import Decision, DecisionStats, PolicyRequest
+from webrl.policy.types import Decision, DecisionStats, MarkedObservation, PolicyRequest, SoMElement
 
 WRITE_SENTINEL = "WEBRLWRITESLOT"
 
@@ -96,67 +106,6 @@ class Proposal:
     needs_text: bool = False
     element: Optional[SoMElement] = None
     """The target element of kinds with one (its box places the click of a coordinate format)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# decoding from a prefilled cache
-# ---------------------------------------------------------------------------------------------
-def forward_tokens(model, cache, ids: Sequence[int]) -> torch.Tensor:
-    """Feed `ids` after the cached prefix (no attention mask: batch of one, no padding); (k, V) logits."""
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor([list(ids)], device=device), cache=cache, use_cache=True)
-    return out.logits[0].float()
-
-
-def pick_token(logits: torch.Tensor, sampling: SamplingConfig) -> int:
-    """Argmax (greedy) or a sample from softmax(logits / T) with top-k / top-p truncation."""
-    if sampling.greedy:
-        return int(logits.argmax())
-    scores = logits / sampling.temperature
-    if sampling.top_k:
-        kth = torch.topk(scores, min(sampling.top_k, scores.numel())).values[-1]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    if sampling.top_p < 1.0:
-        sorted_scores, order = scores.sort(descending=True)
-        cum = sorted_scores.softmax(-1).cumsum(-1)
-        drop = cum - sorted_scores.softmax(-1) >= sampling.top_p  # keep the token that crosses top_p
-        scores = scores.scatter(0, order[drop], float("-inf"))
-    return int(torch.multinomial(scores.softmax(-1), 1))
-
-
-def decode_from_cache(model, cache, first_logits: torch.Tensor, sampling: SamplingConfig,
-                      stop_ids: Sequence[int], max_new_tokens: int,
-                      suppress_ids: Sequence[int] = ()) -> tuple[list[int], list[float], str]:
-    """Continue from a prefilled cache: (ids, log-probs under softmax(logits / T), finish reason).
-
-    T = 1 for greedy (as `GeneratorPolicy` reports). Stops after the first stop id.
-    suppress_ids are never picked (the vision placeholders, as `GeneratorPolicy` suppresses them:
-    one sampled `<|image_pad|>` would break the learner's image-token count); log-probs are of
-    the raw logits, as `GeneratorPolicy` reports them.
-    """
-    temperature = 1.0 if sampling.greedy else sampling.temperature
-    ids, logps, logits = [], [], first_logits
-    suppress = torch.tensor(list(suppress_ids), dtype=torch.long)
-    for _ in range(max_new_tokens):
-        token = pick_token(logits.index_fill(-1, suppress, float("-inf")) if len(suppress) else logits, sampling)
-        ids.append(token)
-        logps.append(float(torch.log_softmax(logits / temperature, -1)[token]))
-        if token in stop_ids:
-            return ids, logps, "stop"
-        logits = forward_tokens(model, cache, [token])[-1]
-    return ids, logps, "length"
-
-
-def forced_logprobs(model, cache, first_logits: torch.Tensor, ids: Sequence[int],
-                    temperature: float) -> tuple[list[float], torch.Tensor]:
-    """Teacher-force `ids` after the cache (advancing it): (their log-probs, (V,) logits after the last)."""
-    if not ids:
-        return [], first_logits
-    logits = forward_tokens(model, cache, ids)  # (k, V): position i predicts ids[i + 1]
-    predicting = torch.cat([first_logits[None], logits[:-1]])  # (k, V): row i predicts ids[i]
-    logp = torch.log_softmax(predicting / temperature, -1)
-    return logp.gather(-1, torch.tensor(list(ids)).view(-1, 1)).flatten().tolist(), logits[-1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,27 +230,23 @@ class CascadePolicy:
     def _act_one(self, request: PolicyRequest) -> CascadeDecision:
         t0 = time.perf_counter()
         obs = request.observation
-        elements_known = isinstance(obs, MarkedObservation)
-        pre = prefill(self.generator, request, self.heads.config.layer, keep_cache=True,
-                      query_prefix=self.heads.config.query_prefix)
+        pre = prefill(self.generator, request, self.heads.config.layer, query_prefix=self.heads.config.query_prefix,
+                      cache_key=uuid.uuid4().hex)  # a namespace of its own: every prompt row, then reused
         proposal = Proposal(None, 0.0)
-        if elements_known and self.config.threshold < 1.0:
+        if isinstance(obs, MarkedObservation) and self.config.threshold < 1.0 and pre.complete:
             proposal = propose(self.heads, step_features(pre, obs, self.heads.config, self.generator),
                                obs, self.config.confidence)
         action = None  # the heads' action as the format writes it
-        if (proposal.action is not None and self.config.threshold < 1.0
-                and proposal.confidence >= self.config.threshold):
+        if proposal.action is not None and self.config.threshold < 1.0 and proposal.confidence >= self.config.threshold:
             action = format_action(proposal.action, proposal.element, self.format, pre.prompt.geometry)
         if action is not None:
-            ids, logps, text, generated, finish = self._heads_path(pre, action, proposal.needs_text)
+            ids, logps, text, generated, finish, cached = self._heads_path(pre, action, proposal.needs_text)
             decided_by = "heads+write" if proposal.needs_text else "heads"
         else:
-            pre.rewind()
-            s = self.generator.config.sampling
-            ids, logps, finish = decode_from_cache(self.generator.model, pre.cache, pre.last_logits, s,
-                                                   self.generator.stop_ids, s.max_new_tokens,
-                                                   self.generator.suppress_ids)
-            text, generated, decided_by = self._decode_text(ids), len(ids), "generator"
+            row = self.generator.request(pre.prompt, pre.input_ids, cache_key=pre.cache_key)
+            out = self.generator.backend.generate([row])[0]
+            ids, logps, finish, cached = list(out.ids), list(out.logprobs), out.finish, out.cached_tokens
+            text, generated, decided_by = self.generator.text_of(ids), len(ids), "generator"
         parsed = self.format.parse(text, pre.prompt.geometry)
         if decided_by == "heads+write" and not isinstance(parsed, Action):
             # the written text broke the call (a raw newline in the JSON string, no closing quote):
@@ -311,60 +256,38 @@ class CascadePolicy:
         stats = DecisionStats(prompt_tokens=len(pre.input_ids), response_tokens=len(ids),
                               latency_s=time.perf_counter() - t0, history_turns=len(request.history),
                               history_dropped=pre.prompt.history_dropped, images=len(pre.prompt.images),
-                              over_budget=pre.prompt.over_budget, finish_reason=finish)
+                              over_budget=pre.prompt.over_budget, finish_reason=finish, cached_tokens=cached)
         return CascadeDecision(parsed=parsed, response_text=text, prompt_ids=list(pre.input_ids), response_ids=ids,
                                logprobs=logps, images=list(pre.prompt.images), stats=stats, decided_by=decided_by,
                                generated_tokens=generated, confidence=proposal.confidence, proposal=proposal.action)
-
-    def _decode_text(self, ids: Sequence[int]) -> str:
-        text = self.tokenizer.decode(list(ids), skip_special_tokens=False)
-        for tok in STOP_TOKENS[1:]:
-            text = text.removesuffix(tok)
-        return text
 
     def _write_prefix(self, action: Action, geometry: Optional[ImageGeometry]) -> str:
         rendered = self.format.render(action, geometry)
         return rendered[:rendered.index(WRITE_SENTINEL)]
 
     def _heads_path(self, pre: Prefill, action: Action,
-                    needs_text: bool) -> tuple[list[int], list[float], str, int, str]:
-        """(response ids, log-probs, text, generated tokens, finish) of a heads decision.
-
-        The response is the format's rendering of `action` (coordinates written for this prompt's
-        screenshot geometry), tokenised as the generator would have had to write it.
-        """
-        s, model = self.generator.config.sampling, self.generator.model
-        temperature = 1.0 if s.greedy else s.temperature
+                    needs_text: bool) -> tuple[list[int], list[float], str, int, str, int]:
+        """(response ids, log-probs, text, generated tokens, finish, cached prompt tokens) of a heads
+        decision. The response is the format's rendering of `action` (coordinates written for this
+        prompt's screenshot geometry), tokenised as the generator would have had to write it; its
+        log-probs are the generator's, teacher-forced (head_turns "generator_logprobs"), or [] when
+        the backend cannot score them at the sampling temperature (the learner then computes them)."""
         rendered = self.format.render(action, pre.prompt.geometry)
         prefix = rendered[:rendered.index(WRITE_SENTINEL)] if needs_text else rendered
         forced = self.tokenizer(prefix, add_special_tokens=False)["input_ids"]
         record = self.config.head_turns == "generator_logprobs"
-        generated, finish = [], "stop"
-        if needs_text:  # forced prefix through the cache, then the generator writes the text
-            logps, next_logits = self._force(pre, forced, temperature)
-            generated, gen_logps, finish = decode_from_cache(model, pre.cache, next_logits, s, self.generator.stop_ids,
-                                                             self.config.max_text_tokens, self.generator.suppress_ids)
-            ids, logps = forced + generated, logps + gen_logps
-            text = prefix + self._decode_text(generated)
-        else:
-            ids, text = forced, rendered
-            logps = self._force(pre, forced, temperature)[0] if record else []
+        generated, gen_logps, finish, cached, forced_logps = [], [], "stop", 0, None
+        if needs_text or record:  # the forced prefix after the prompt, then (WRITE) the generator writes
+            row = self.generator.request(pre.prompt, pre.input_ids, forced_ids=forced,
+                                         max_new_tokens=self.config.max_text_tokens if needs_text else 0,
+                                         cache_key=pre.cache_key)
+            out = self.generator.backend.generate([row])[0]
+            forced_logps, cached = out.forced_logprobs, out.cached_tokens
+            if needs_text:
+                generated, gen_logps, finish = list(out.ids), list(out.logprobs), out.finish
+        text = prefix + self.generator.text_of(generated) if needs_text else rendered
+        ids = forced + generated
+        logps = forced_logps + gen_logps if forced_logps is not None else []
         if not record:
             ids, logps = [], []
-        return ids, logps, text, len(generated), finish
-
-    def _force(self, pre: Prefill, ids: Sequence[int], temperature: float) -> tuple[list[float], torch.Tensor]:
-        """Teacher-force `ids` right after the prompt: (log-probs, (V,) logits after the last).
-
-        A query prefix already in the cache is reused when `ids` start with it; otherwise it is
-        dropped from the cache first.
-        """
-        k, model = len(pre.prefix_ids), self.generator.model
-        if k and list(ids[:k]) == pre.prefix_ids:
-            predicting = torch.cat([pre.last_logits[None], pre.prefix_logits[:-1]])  # row i predicts ids[i]
-            head = torch.log_softmax(predicting / temperature, -1).gather(
-                -1, torch.tensor(pre.prefix_ids).view(-1, 1)).flatten().tolist()
-            rest, logits = forced_logprobs(model, pre.cache, pre.prefix_logits[-1], ids[k:], temperature)
-            return head + rest, logits
-        pre.rewind()
-        return forced_logprobs(model, pre.cache, pre.last_logits, ids, temperature)
+        return ids, logps, text, len(generated), finish, cached

@@ -95,7 +95,7 @@ def extract(policy, steps: Sequence[tuple[PolicyRequest, Action]], config: Heads
     """One prefill per (request, action) with a `MarkedObservation`; features and labels."""
     out = []
     for request, action in steps:
-        pre = prefill(policy, request, config.layer, keep_cache=False, query_prefix=config.query_prefix)
+        pre = prefill(policy, request, config.layer, query_prefix=config.query_prefix)
         feats = step_features(pre, request.observation, config, policy)
         out.append(LabelledStep(feats, *action_labels(action, request.observation.elements, config.kinds)))
     return out

@@ -1,10 +1,10 @@
 """LOCI roles (Locator, Critic, answerer) from a local Qwen-VL model or an OpenAI-compatible URL, and VQA mode.
 
 A role is `role(system, user, images) -> text` (`webrl.policy.loci.Role`):
-- `ModelRole`: the wrapped `GeneratorPolicy`'s model and processor with the role's prompt,
-  rendered by the prompt builder's `render_chatml` (`role_prompt`); greedy decoding (roles
-  judge, they are not trained here), vision placeholders suppressed as in the generator;
-  images sent before the user text, each resized by the processor within [min_pixels, max_pixels].
+- `ModelRole`: the wrapped `GeneratorPolicy`'s backend (the model in process, or the inference
+  servers) with the role's prompt, rendered by the prompt builder's `render_chatml`
+  (`role_prompt`); greedy decoding (roles judge, they are not trained here); images sent before
+  the user text, each resized within [min_pixels, max_pixels].
 - `EndpointRole`: one chat-completions call through `webrl.chat.ChatClient` (images as their
   own PNG/JPEG data URLs), temperature 0, retried on transient failures. A call that still
   fails raises `ChatClientError`; the LOCI loop counts it as a parse failure.
@@ -20,7 +20,8 @@ from typing import Optional, Sequence
 
 from webrl.chat.client import ChatClient
 from webrl.chat.messages import ChatMessage, SamplingParams
-from webrl.chat.tokens import END_OF_TURN_TOKENS, VISION_TOKENS
+from webrl.chat.tokens import END_OF_TURN_TOKENS
+from webrl.policy.backend import GenerateRequest
 from webrl.policy.loci.policy import Evidence, LociConfig, Role, gather_evidence, render_role_prompt
 from webrl.policy.prompt import Message, render_chatml
 from webrl.types import Image
@@ -33,38 +34,35 @@ def role_prompt(system: str, user: str, images: Sequence[Image]) -> str:
 
 
 class ModelRole:
-    """A role played by a local Qwen-VL model (e.g. `GeneratorPolicy.model` / `.processor`)."""
+    """A role played by the run's own generator (a `GeneratorPolicy`, on any backend: in process or
+    an inference server) with the role's prompt: greedy, up to an end-of-turn token."""
 
-    def __init__(self, model, processor, max_new_tokens: int = 128, min_pixels: int = 1024,
+    def __init__(self, generator, max_new_tokens: int = 128, min_pixels: int = 1024,
                  max_pixels: int = 1024 * 28 * 28):
-        self.model, self.processor = model, processor
+        self.generator = generator
         self.max_new_tokens, self.min_pixels, self.max_pixels = max_new_tokens, min_pixels, max_pixels
-        vocab = processor.tokenizer.get_vocab()
-        self.stop_ids = [vocab[t] for t in END_OF_TURN_TOKENS if t in vocab]
-        self.suppress_ids = [vocab[t] for t in VISION_TOKENS if t in vocab]
+        vocab = generator.tokenizer.get_vocab()
+        self.stop_ids = tuple(vocab[t] for t in END_OF_TURN_TOKENS if t in vocab)
 
     @classmethod
     def from_generator(cls, generator, **kw) -> "ModelRole":
         cfg = generator.config.prompt
         kw.setdefault("min_pixels", cfg.min_pixels)
         kw.setdefault("max_pixels", cfg.max_pixels)
-        return cls(generator.model, generator.processor, **kw)
+        return cls(generator, **kw)
+
+    @property
+    def model(self):
+        """The transformers model in this process (None when the generator runs on a server)."""
+        return self.generator.model
 
     def __call__(self, system: str, user: str, images: Sequence[Image]) -> str:
-        import torch
-
-        kwargs = dict(text=[role_prompt(system, user, images)], return_tensors="pt")
-        if images:
-            kwargs.update(images=[im.to_pil() for im in images],
-                          size={"shortest_edge": self.min_pixels, "longest_edge": self.max_pixels})
-        batch = self.processor(**kwargs).to(self.model.device)
-        with torch.no_grad():
-            out = self.model.generate(**batch, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                      temperature=None, top_p=None, top_k=None, repetition_penalty=1.0,
-                                      eos_token_id=self.stop_ids, pad_token_id=self.stop_ids[-1],
-                                      suppress_tokens=self.suppress_ids or None)
-        new = out[0, batch["input_ids"].shape[1]:].tolist()
-        return self.processor.tokenizer.decode(new, skip_special_tokens=True)
+        bounds = (self.min_pixels, self.max_pixels)
+        ids = self.generator.text_ids(role_prompt(system, user, images), list(images), bounds)
+        row = GenerateRequest(ids, list(images), bounds, max_new_tokens=self.max_new_tokens, greedy=True,
+                              stop_ids=self.stop_ids)
+        out = self.generator.backend.generate([row])[0]
+        return self.generator.tokenizer.decode(out.ids, skip_special_tokens=True)
 
 
 @dataclass

@@ -329,7 +329,7 @@ def train(variant: Variant, policy, heads: Optional[PointerHeads], examples: lis
     losses, t0 = [], time.monotonic()
     while time.monotonic() - t0 < seconds and not (max_steps and step >= max_steps):
         idx = [order[(step * batch_size + k) % len(order)] for k in range(min(batch_size, len(order)))]
-        batch = make_batch([examples[i] for i in idx], policy.pad_id, with_response=variant.head == "digits")
+        batch = make_batch([examples[i] for i in idx], policy.backend.pad_id, with_response=variant.head == "digits")
         hidden = final_hidden(model, batch)
         loss = digits_loss(model, hidden, batch) if heads is None else pointer_loss(heads, hidden, batch)
         optim.zero_grad(set_to_none=True)
@@ -352,7 +352,7 @@ def greedy_texts(policy, examples: Sequence[StepExample], max_new_tokens: int = 
     for s in range(0, len(examples), batch_size):
         chunk = examples[s:s + batch_size]
         T = max(len(ex.prompt_ids) for ex in chunk)
-        ids = torch.full((len(chunk), T), policy.pad_id, dtype=torch.long)
+        ids = torch.full((len(chunk), T), policy.backend.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for b, ex in enumerate(chunk):
             ids[b, T - len(ex.prompt_ids):] = torch.tensor(ex.prompt_ids)
@@ -361,8 +361,8 @@ def greedy_texts(policy, examples: Sequence[StepExample], max_new_tokens: int = 
         extra = dict(pixel_values=torch.cat([ex.pixels for ex in imaged]),
                      image_grid_thw=torch.cat([ex.grid for ex in imaged])) if imaged else {}
         gen = policy.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                    do_sample=False, eos_token_id=policy.stop_ids, pad_token_id=policy.pad_id,
-                                    suppress_tokens=policy.suppress_ids or None,
+                                    do_sample=False, eos_token_id=policy.stop_ids, pad_token_id=policy.backend.pad_id,
+                                    suppress_tokens=policy.backend.suppress_ids or None,
                                     mm_token_type_ids=(ids == policy.model.config.image_token_id).int(), **extra)
         for row in gen[:, T:].tolist():
             text = policy.tokenizer.decode(row, skip_special_tokens=False)
@@ -382,7 +382,7 @@ def evaluate(variant: Variant, policy, heads: Optional[PointerHeads], examples: 
         return {**decode_metrics(texts, examples), "policy_format_ok": format_ok}
     scores, kinds = [], []
     for s in range(0, len(examples), 32):
-        batch = make_batch(examples[s:s + 32], policy.pad_id, with_response=False)
+        batch = make_batch(examples[s:s + 32], policy.backend.pad_id, with_response=False)
         hidden = final_hidden(policy.model, batch)
         score = pointer_scores(hidden, batch.pool, batch.element_mask, batch.query_index, heads.proj)  # (B, N)
         scores += [row[:len(ex.element_positions)] for row, ex in zip(score, examples[s:s + 32])]

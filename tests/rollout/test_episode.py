@@ -191,6 +191,8 @@ def test_a_replay_that_reaches_another_page_is_dropped_as_diverged():
     ep = run_episode(EpisodeSpec(task(), max_turns=5, prefix=_prefix(), expect=("http://127.0.0.1/p9", "P9", "x")),
                      PageEnv(), Script([]))
     assert ep.diverged and ep.trajectory.status == "dropped" and ep.trajectory.drop_reason.startswith("diverged")
+    ep = run_episode(EpisodeSpec(task(), max_turns=5, expect=("http://127.0.0.1/p9", "P9", "x")), PageEnv(), Script([]))
+    assert ep.diverged == "the reset reached another page than the recorded one"  # no prefix: the reset's page
     stop_early = [Turn(action=Action.stop()), Turn(action=Action.click(0))]
     ep = run_episode(EpisodeSpec(task(), max_turns=5, prefix=stop_early), PageEnv(), Script([]))
     assert "ended the episode at its step 0" in ep.diverged

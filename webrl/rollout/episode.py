@@ -138,7 +138,7 @@ class Episode:
     results: list = field(default_factory=list)
     """The env result after each turn's action, prefix included (`results[i]` follows turn i)."""
     replayed: Optional[dict] = None
-    """With a prefix: url / title / elements_text of the page the replay reached."""
+    """With a prefix or `expect`: url / title / elements_text of the page the replay reached."""
     diverged: str = ""
     """Why the prefix replay did not reach the expected state ("" when it did, or was not checked)."""
     env_steps: int = 0
@@ -205,11 +205,12 @@ def episode_steps(spec: EpisodeSpec) -> Generator[Union[Reset, Step, Decide], An
         if (result.terminated or result.truncated) and i + 1 < len(spec.prefix) + (spec.first is not None):
             episode.diverged = f"the replay ended the episode at its step {i} ({_compact(turn)})"
             break
-    if spec.prefix:
+    if spec.prefix or spec.expect is not None:
         obs = result.observation
         episode.replayed = {key: obs.get(key, "") for key in ("url", "title", "elements_text")}
         if not episode.diverged and spec.expect is not None and tuple(episode.replayed.values()) != tuple(spec.expect):
-            episode.diverged = f"the replay of {len(spec.prefix)} action(s) reached another page than the recorded one"
+            episode.diverged = (f"the replay of {len(spec.prefix)} action(s) reached another page than the recorded one"
+                                if spec.prefix else "the reset reached another page than the recorded one")
     if episode.diverged:
         traj.turns = history
         traj.drop(f"diverged: {episode.diverged}")

@@ -168,9 +168,12 @@ class RunActors:
         from webrl.rollout.server_launcher import start_server_actors
 
         if not self._server_urls:
+            prompt = self.config.generator.prompt
             self._server_actors, self._server_urls = start_server_actors(
                 self.config.rollout.server, resolve_shipped(model_path), self.run_dir / "servers",
-                placement_group=self.placement_group, bundle_offset=self.layout.servers)
+                placement_group=self.placement_group, bundle_offset=self.layout.servers,
+                image_pixels=(prompt.min_pixels, prompt.max_pixels),
+                hidden_states="cascade" in self.config.policy.wrappers)
         return self._server_urls
 
     def wait_started(self) -> None:
@@ -275,10 +278,11 @@ class RunActors:
         if self.config.rollout.engine == "server":
             server = self.config.rollout.server
             urls = list(self._server_urls or server.urls)  # launched by the run, or the user's
-            targets = ServerTargets(urls, cfg.group_name, server.api_key_env, cfg.timeout_s)
-            world = 1 + len(targets.urls)
+            targets = ServerTargets(urls, cfg.group_name, server.api_key_env, cfg.timeout_s,
+                                    admin_api_key_env=server.admin_api_key_env)
+            _, names, world = targets.members()  # each server's TP ranks join (rank_offset + tp_rank)
             answers = targets.init_group(address, port, self.weight_backend)
-            learner.join_weight_group(world, members=["learner rank 0", *targets.urls], **join)
+            learner.join_weight_group(world, members=["learner rank 0", *names], **join)
             answers()
         else:
             targets, world, specs = None, 1 + len(self._receivers), learner.weight_specs()

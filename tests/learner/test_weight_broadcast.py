@@ -1,5 +1,5 @@
 """The weight-broadcast group (`webrl.learner.weights`): bucket plans worked out by hand, exact
-bytes across buckets (mixed dtypes, a tensor larger than a bucket), the version header, set-up
+bytes across buckets (one dtype per bucket, a tensor larger than a bucket), the version header, set-up
 deadlines that name who never came, the config's refusals, and learner rank 0 -> an in-process
 InferenceWorker giving the same weights as the object-store path.
 
@@ -31,18 +31,55 @@ def test_bucket_plan_by_hand():
     assert plan_buckets(specs, 10**9) == [[0, 1, 2, 3, 4]]
     with pytest.raises(ValueError, match="bucket_bytes must be >= 1"):
         plan_buckets(specs, 0)
+    # a change of dtype starts a bucket: fp32 400 B, bf16 14 B, bf16 6 B, fp32 4 B -> [0], [1, 2], [3]
+    mixed = [TensorSpec("a", (100,), "float32"), TensorSpec("b", (7,), "bfloat16"), TensorSpec("c", (3,), "bfloat16"),
+             TensorSpec("d", (1,), "float32")]
+    assert plan_buckets(mixed, 10**9) == [[0], [1, 2], [3]]
 
 
-def test_flatten_round_trip_is_bit_exact_for_mixed_dtypes():
+def test_every_tp_rank_of_every_server_is_a_member():
+    from webrl.learner.weights import ServerTargets, group_ranks
+
+    assert group_ranks([1, 1]) == ([1, 2], 3)
+    assert group_ranks([2, 1, 4]) == ([1, 3, 4], 8)  # ranks: learner 0 | 1 2 | 3 | 4 5 6 7
+    with pytest.raises(ValueError, match="integers >= 1"):
+        group_ranks([2, 0])
+    targets = ServerTargets(["http://127.0.0.2:1", "http://127.0.0.3:1"], tp_sizes=[2, 1])
+    assert targets.members() == ([1, 3], ["http://127.0.0.2:1 tp rank 0", "http://127.0.0.2:1 tp rank 1",
+                                          "http://127.0.0.3:1"], 4)
+
+
+def test_names_travel_to_servers_as_checkpoint_names_and_map_back():
+    from webrl.learner.weights import checkpoint_name, module_name
+
+    assert checkpoint_name("model.language_model.layers.0.mlp.up_proj.weight") == "model.layers.0.mlp.up_proj.weight"
+    assert checkpoint_name("model.visual.merger.mlp.0.bias") == "visual.merger.mlp.0.bias"
+    assert checkpoint_name("lm_head.weight") == "lm_head.weight"
+    assert checkpoint_name("element_pointer.query.weight") == "element_pointer.query.weight"
+    own = {"model.language_model.norm.weight", "model.visual.patch_embed.proj.weight", "lm_head.weight",
+           "element_pointer.query.weight"}
+    for name in own:
+        assert module_name(checkpoint_name(name), own) == name
+    assert module_name("model.language_model.norm.weight", own) is None  # the module tree's spelling
+    assert module_name("model.norm.bias", own) is None and module_name("visual.nothing", own) is None
+    flat_tree = {"model.layers.0.mlp.up_proj.weight", "lm_head.weight"}  # a model without the nested tree
+    assert module_name("model.layers.0.mlp.up_proj.weight", flat_tree) == "model.layers.0.mlp.up_proj.weight"
+
+
+def test_flatten_round_trip_is_bit_exact_and_a_misaligned_offset_is_refused():
     g = torch.Generator().manual_seed(0)
     named = [("a", torch.randn(3, 5, generator=g)), ("b", torch.randn(7, generator=g).to(torch.bfloat16)),
              ("c", torch.randn(2, 2, 2, generator=g).to(torch.float16)), ("d", torch.tensor(3.5))]
-    flat = flatten_bucket([t for _, t in named])
-    assert flat.dtype == torch.uint8 and flat.numel() == 15 * 4 + 7 * 2 + 8 * 2 + 4
-    for (_, sent), got in zip(named, unflatten_bucket(flat, specs_of(named))):
+    flat = flatten_bucket([t for _, t in named[:3]])  # offsets 0, 60, 74: each a multiple of its element size
+    assert flat.dtype == torch.uint8 and flat.numel() == 15 * 4 + 7 * 2 + 8 * 2
+    for (_, sent), got in zip(named, unflatten_bucket(flat, specs_of(named[:3]))):
         assert got.dtype == sent.dtype and torch.equal(got, sent)
-    with pytest.raises(ValueError, match="bucket holds 94 bytes"):
+    with pytest.raises(ValueError, match="bucket holds 90 bytes"):
         unflatten_bucket(flat, specs_of(named)[:2])
+    # d (float32) would start at byte 90 = 7 bf16 + 8 fp16 elements after a: SGLang's view fails there
+    with pytest.raises(ValueError, match=r"d \(float32\) starts at byte 90 of its bucket, not a multiple of its "
+                                         r"element size 4: a bucket must hold one dtype"):
+        unflatten_bucket(flatten_bucket([t for _, t in named]), specs_of(named))
 
 
 def run_group(world, sender, receiver, timeout_s=20.0):
@@ -70,11 +107,11 @@ def run_group(world, sender, receiver, timeout_s=20.0):
 def test_two_receivers_get_exactly_the_sent_tensors_across_buckets():
     g = torch.Generator().manual_seed(1)
     named = [("embed", torch.randn(10, 20, generator=g)),            # 800 B
-             ("norm", torch.randn(7, generator=g).to(torch.bfloat16)),   # 14 B, same bucket as embed
+             ("norm", torch.randn(7, generator=g).to(torch.bfloat16)),   # 14 B: another dtype, its own bucket
              ("big", torch.randn(64, 64, generator=g)),              # 16384 B > bucket: alone
              ("head", torch.randn(5, 3, generator=g).to(torch.float16))]  # 30 B
     specs, bucket = specs_of(named), 1024
-    assert plan_buckets(specs, bucket) == [[0, 1], [2], [3]]
+    assert plan_buckets(specs, bucket) == [[0], [1], [2], [3]]  # one dtype per bucket
     header = header_of(7, specs)
     assert header == (7, 4, 800 + 14 + 16384 + 30)
 
@@ -86,9 +123,9 @@ def test_two_receivers_get_exactly_the_sent_tensors_across_buckets():
 
     stats, received, errors = run_group(3, send, receive)
     assert not errors, errors
-    assert stats["buckets"] == 3.0 and stats["bytes"] == float(header[2])
+    assert stats["buckets"] == 4.0 and stats["bytes"] == float(header[2])
     for buckets in received:
-        assert [[n for n, _ in b] for b in buckets] == [["embed", "norm"], ["big"], ["head"]]
+        assert [[n for n, _ in b] for b in buckets] == [["embed"], ["norm"], ["big"], ["head"]]
         got = dict(item for b in buckets for item in b)
         for name, sent in named:
             assert got[name].dtype == sent.dtype and torch.equal(got[name], sent), name

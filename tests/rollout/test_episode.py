@@ -11,6 +11,7 @@ from webrl.actions import Action, ParseError
 from webrl.envs.task import BaseTask, TaskSpec
 from webrl.envs.worker import EnvStepResult
 from webrl.policy.types import Decision, DecisionStats, MarkedObservation
+from webrl.rollout.coordinator import run_coroutine
 from webrl.rollout.episode import (Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, PolicyAgent, run_episode,
                                    run_episode_async)
 from webrl.types import Turn
@@ -211,8 +212,8 @@ def test_the_async_driver_records_the_same_episode():
 
     async def decide(call):
         return script(call.request, call.result)
-    asynced = asyncio.run(run_episode_async(EpisodeSpec(task(), group_id="g", max_turns=6),
-                                            AsyncPageEnv(PageEnv()), decide)).trajectory
+    asynced = run_coroutine(run_episode_async(EpisodeSpec(task(), group_id="g", max_turns=6),  # a fresh loop also
+                                              AsyncPageEnv(PageEnv()), decide)).trajectory  # under Playwright's
     strip = (lambda t: [(turn.action, turn.parse_error, turn.feedback, turn.observation.to_dict()) for turn in t.turns])
     assert strip(sync) == strip(asynced) and sync.info.task_reward == asynced.info.task_reward == 1.0
 

@@ -112,6 +112,22 @@ def test_launch_commands_by_hand():
         launch_command("vllm", "/ckpt", 1)
 
 
+def test_server_flags_by_hand():
+    """The run's pixel bounds, key variables and the cascade's hidden states, as each server kind spells them."""
+    from webrl.rollout.server_launcher import server_flags
+
+    env = {"USER_KEY": "u", "ADMIN_KEY": "a"}
+    assert server_flags("webrl", (3136, 1003520), "USER_KEY", "ADMIN_KEY", True, env) == [
+        "image_min_pixels=3136", "image_max_pixels=1003520", "api_key_env=USER_KEY", "admin_api_key_env=ADMIN_KEY"]
+    assert server_flags("sglang", (3136, 1003520), "USER_KEY", "ADMIN_KEY", True, env) == [
+        "--mm-process-config", '{"image": {"min_pixels": 3136, "max_pixels": 1003520}}', "--api-key", "u",
+        "--admin-api-key", "a", "--enable-return-hidden-states"]
+    assert server_flags("sglang", (0, 0), "UNSET", "", False, env) == []  # a variable not set: no flag
+    assert server_flags("webrl", (0, 0), environ=env) == []
+    with pytest.raises(ValueError, match="'webrl' or 'sglang', got 'vllm'"):
+        server_flags("vllm")
+
+
 def test_server_config_checks():
     with pytest.raises(ConfigError, match=r"rollout.server.launch must be one of \('none', 'webrl', 'sglang'\)"):
         ServerConfig(launch="docker")

@@ -208,3 +208,24 @@ def test_native_routes_need_the_key(tiny_engine, monkeypatch):
         assert post(server, "/update_weights_from_disk", {"model_path": "/x"}).status_code == 401
         ok = post(server, "/generate", body, headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and len(ok.json()["output_ids"]) == 1
+
+
+def test_with_an_admin_key_only_it_opens_the_weight_routes(tiny_engine, monkeypatch, tmp_path):
+    """As SGLang's --admin-api-key: the weight routes take the admin key and refuse the API key;
+    /generate, /model_info and /server_info keep the API key."""
+    monkeypatch.setenv("WEBRL_NATIVE_TEST_KEY", "user-key")
+    monkeypatch.setenv("WEBRL_NATIVE_TEST_ADMIN", "admin-key")
+    config = ServeConfig(**SMALL_LIMITS, api_key_env="WEBRL_NATIVE_TEST_KEY", admin_api_key_env="WEBRL_NATIVE_TEST_ADMIN")
+    user, admin = {"Authorization": "Bearer user-key"}, {"Authorization": "Bearer admin-key"}
+    with ServerThread(create_app(tiny_engine, config)) as server:
+        missing = {"model_path": str(tmp_path / "nowhere")}
+        assert post(server, "/update_weights_from_disk", missing, headers=user).status_code == 401
+        assert post(server, "/init_weights_update_group", {}, headers=user).status_code == 401
+        r = post(server, "/update_weights_from_disk", missing, headers=admin)  # past the key: the folder's error
+        assert r.status_code == 400 and "is not a folder" in r.json()["error"]["message"]
+        assert httpx.get(server.url + "/model_info", headers=user, timeout=10).status_code == 200
+        assert httpx.get(server.url + "/model_info", timeout=10).status_code == 401
+        info = httpx.get(server.url + "/server_info", headers=user, timeout=10).json()
+        assert info["tp_size"] == 1
+        body = {"input_ids": prompt_ids(tiny_engine), "sampling_params": {"max_new_tokens": 1}}
+        assert post(server, "/generate", body, headers=user).status_code == 200

@@ -63,7 +63,7 @@ def test_after_a_distributed_update_generate_answers_as_a_model_with_those_weigh
     bucket = 256 * 1024
     assert len(plan_buckets(specs, bucket)) > 2 and max(s.num_bytes for s in specs) > bucket
 
-    group, targets = join_server(server, "train")
+    group, targets = join_server(server, "train")  # sends checkpoint names; the server maps them back
     targets.weight_version = "run-1:v1"
     stats = group.send(iter(named), specs, bucket, announce=targets.announce)
     assert stats["buckets"] == len(plan_buckets(specs, bucket))
@@ -103,6 +103,15 @@ def test_after_a_distributed_update_generate_answers_as_a_model_with_those_weigh
     group.broadcast(torch.zeros(8, dtype=torch.uint8))
     t.join()
     assert answer["error"]["param"] == "names" and "nothing was changed" in answer["error"]["message"]
+    # the module tree's spelling of a real weight: refused as SGLang's Qwen2.5-VL loader would
+    tree_name = next(n for n in own if n.startswith("model.language_model."))
+    t = threading.Thread(target=lambda: answer.update(post(server, "/update_weights_from_distributed", {
+        "names": [tree_name], "dtypes": ["float32"], "shapes": [list(own[tree_name].shape)], "group_name": "train",
+        "load_format": "flattened_bucket"}).json()))
+    t.start()
+    group.broadcast(torch.zeros(own[tree_name].numel() * 4, dtype=torch.uint8))
+    t.join()
+    assert answer["error"]["param"] == "names" and "checkpoint names" in answer["error"]["message"]
     assert post(server, "/destroy_weights_update_group", {"group_name": "train"}).json()["success"] is True
 
 

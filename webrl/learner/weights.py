@@ -14,10 +14,20 @@ or `webrl serve` / SGLang servers) form a `WeightBroadcastGroup`, a process grou
 broadcasts the weights in buckets: consecutive tensors, in the order of `TensorSpec`s every
 member knows, each bucket their bytes concatenated into one uint8 tensor (SGLang's
 "flattened_bucket" layout: `FlattenedTensorBucket`, `tensor.flatten().view(torch.uint8)` in
-order; mixed dtypes travel in one bucket). A tensor larger than the bucket size forms a bucket
-alone. In-process receivers get a 3-number header first (version, tensors, bytes) and refuse a
+order, byte offsets with no padding). A bucket holds one dtype: the receiver views each slice as
+its dtype, which fails on an offset that is not a multiple of the element size (an odd-sized
+bf16 tensor before a float32 one), so `plan_buckets` starts a new bucket where the dtype changes
+and `unflatten_bucket` refuses a misaligned offset as SGLang's receiver would. A tensor larger
+than the bucket size forms a bucket alone. In-process receivers get a 3-number header first (version, tensors, bytes) and refuse a
 sync whose header differs from what the driver told them; servers get each bucket's names,
 dtypes and shapes over HTTP (`/update_weights_from_distributed`), as slime drives SGLang.
+
+Names. In-process receivers take the learner's names (transformers' module tree:
+`model.language_model.*`, `model.visual.*`, `lm_head.*`). Servers take checkpoint names
+(`checkpoint_name`: `model.*`, `visual.*`, `lm_head.*`), what `save_pretrained` writes and what
+SGLang's Qwen2.5-VL `load_weights` looks up (its stacked q/k/v and gate/up params raise KeyError
+on other names; the rest are skipped without a word). Qwen3-VL's loader accepts both. Names
+outside the model's tree (the pointer head's `element_pointer.*`) travel unchanged.
 
 Rendezvous keys follow SGLang's `init_custom_process_group` (torch's `_new_process_group_helper`
 under `PrefixStore(group_name)`, i.e. `PrefixStore(group_name + "/", PrefixStore(group_name,
@@ -131,14 +141,15 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def plan_buckets(specs: Sequence[TensorSpec], bucket_bytes: int) -> list[list[int]]:
-    """Consecutive runs of tensor indices of at most `bucket_bytes` each; a tensor larger than
-    that forms a bucket alone. Every member computes the same plan from the same specs."""
+    """Consecutive runs of tensor indices of one dtype and at most `bucket_bytes` each; a tensor
+    larger than that forms a bucket alone. Every member computes the same plan from the same specs."""
     if bucket_bytes < 1:
         raise ValueError(f"bucket_bytes must be >= 1, got {bucket_bytes}")
     buckets: list[list[int]] = []
     size = 0
     for i, spec in enumerate(specs):
-        if buckets and buckets[-1] and size + spec.num_bytes <= bucket_bytes:
+        same_dtype = bool(buckets) and specs[buckets[-1][-1]].dtype == spec.dtype
+        if same_dtype and size + spec.num_bytes <= bucket_bytes:
             buckets[-1].append(i)
             size += spec.num_bytes
         else:
@@ -153,15 +164,17 @@ def flatten_bucket(tensors: Sequence[Tensor]) -> Tensor:
 
 
 def unflatten_bucket(flat: Tensor, specs: Sequence[TensorSpec]) -> list[Tensor]:
-    """The inverse of `flatten_bucket` for tensors of `specs` (views into `flat`, copies where
-    a tensor's bytes do not start at a multiple of its element size)."""
+    """The inverse of `flatten_bucket` for tensors of `specs` (views into `flat`). Raises
+    ValueError naming the tensor whose bytes do not start at a multiple of its element size, as
+    SGLang's `FlattenedTensorBucket` does (its `view(dtype)` fails there): send such tensors in
+    buckets of their own dtype (`plan_buckets`)."""
     out, start = [], 0
     for spec in specs:
         end = start + spec.num_bytes
-        piece = flat[start:end]
-        if start % spec.torch_dtype.itemsize:  # a view needs aligned bytes (after an odd-sized bf16 tensor)
-            piece = piece.clone()
-        out.append(piece.view(spec.torch_dtype).view(spec.shape))
+        if start % spec.torch_dtype.itemsize:
+            raise ValueError(f"{spec.name} ({spec.dtype}) starts at byte {start} of its bucket, not a multiple of "
+                             f"its element size {spec.torch_dtype.itemsize}: a bucket must hold one dtype")
+        out.append(flat[start:end].view(spec.torch_dtype).view(spec.shape))
         start = end
     if start != flat.numel():
         raise ValueError(f"bucket holds {flat.numel()} bytes, its {len(specs)} tensor specs {start}")
@@ -314,6 +327,44 @@ def _missing_ranks(store, world_size: int) -> list[int]:
         return list(range(world_size))
 
 
+def group_ranks(tp_sizes: Sequence[int]) -> tuple[list[int], int]:
+    """(rank offset of each server, world size) of learner rank 0 plus servers of `tp_sizes`
+    TP ranks each: [2, 1, 4] -> ([1, 3, 4], 8)."""
+    offsets, next_rank = [], 1
+    for tp in tp_sizes:
+        if not isinstance(tp, int) or tp < 1:
+            raise ValueError(f"tensor-parallel sizes must be integers >= 1, got {list(tp_sizes)}")
+        offsets.append(next_rank)
+        next_rank += tp
+    return offsets, next_rank
+
+
+CHECKPOINT_PREFIXES = (("model.language_model.", "model."), ("model.visual.", "visual."))
+"""(module-tree prefix, checkpoint prefix) of Qwen2.5-VL / Qwen3-VL in transformers >= 4.52."""
+
+
+def checkpoint_name(name: str) -> str:
+    """A learner parameter name as checkpoints (and SGLang's loaders) spell it:
+    "model.language_model.layers.0.mlp.up_proj.weight" -> "model.layers.0.mlp.up_proj.weight",
+    "model.visual.merger.mlp.0.bias" -> "visual.merger.mlp.0.bias"; others unchanged."""
+    for tree, saved in CHECKPOINT_PREFIXES:
+        if name.startswith(tree):
+            return saved + name[len(tree):]
+    return name
+
+
+def module_name(name: str, own: Iterable[str]) -> Optional[str]:
+    """The inverse of `checkpoint_name` against a model's own names `own` (a set): the name in
+    `own` whose checkpoint spelling is `name`, or None. A module-tree name that is not also a
+    checkpoint name ("model.language_model.norm.weight") is None: servers take checkpoint names."""
+    for tree, saved in CHECKPOINT_PREFIXES:
+        if name.startswith(saved) and tree + name[len(saved):] in own:
+            return tree + name[len(saved):]
+    if name in own and checkpoint_name(name) == name:
+        return name
+    return None
+
+
 def header_of(version: int, specs: Sequence[TensorSpec]) -> tuple[int, int, int]:
     """(version, tensors, bytes): what in-process receivers check before a sync."""
     return int(version), len(specs), sum(s.num_bytes for s in specs)
@@ -334,6 +385,47 @@ class ServerTargets:
     timeout_s: float = 300.0
     weight_version: Optional[str] = None
     """Stamped on the last bucket of the next `send`."""
+    admin_api_key_env: str = ""
+    """Environment variable holding the servers' admin key; when set, sent instead of the API key
+    (SGLang's weight routes then take only the admin key)."""
+    tp_sizes: Optional[list[int]] = None
+    """Tensor-parallel size of each server: every TP rank of server i joins the group, as rank
+    `rank_offset + tp_rank` (SGLang's scheduler does this per rank). None = read from each
+    server's GET /server_info (`tp_size`; 1 where it does not say)."""
+
+    def members(self) -> tuple[list[int], list[str], int]:
+        """(rank_offset per server, a name per rank 1.., world size)."""
+        sizes = self.tp_sizes if self.tp_sizes is not None else [self._tp_size(url) for url in self.urls]
+        self.tp_sizes = sizes
+        offsets, world = group_ranks(sizes)
+        names = [url if tp == 1 else f"{url} tp rank {r}" for url, tp in zip(self.urls, sizes) for r in range(tp)]
+        return offsets, names, world
+
+    def _key(self) -> str:
+        import os
+
+        for env in (self.admin_api_key_env, self.api_key_env):
+            if env and os.environ.get(env, ""):
+                return os.environ[env]
+        return ""
+
+    def _tp_size(self, url: str) -> int:
+        import os
+
+        import httpx
+
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""  # /server_info takes the API key
+        try:
+            r = httpx.get(url.rstrip("/") + "/server_info", timeout=self.timeout_s,
+                          headers={"Authorization": f"Bearer {key}"} if key else {})
+        except httpx.HTTPError as e:
+            raise RuntimeError(f"{url}/server_info: {type(e).__name__}: {e}") from None
+        if r.status_code != 200:
+            raise RuntimeError(f"{url}/server_info: HTTP {r.status_code}: {r.text[:300]}")
+        tp = r.json().get("tp_size", 1)
+        if not isinstance(tp, int) or tp < 1:
+            raise RuntimeError(f"{url}/server_info: tp_size must be an integer >= 1, got {tp!r}")
+        return tp
 
     def _post_all(self, path: str, bodies: Sequence[dict]) -> Callable[[], list[dict]]:
         """POST bodies[i] to urls[i] in background threads; returns a function that waits and
@@ -343,7 +435,7 @@ class ServerTargets:
 
         import httpx
 
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        key = self._key()
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         pool = ThreadPoolExecutor(len(self.urls), thread_name_prefix="webrl-weight-post")
 
@@ -362,15 +454,14 @@ class ServerTargets:
         return lambda: [f.result() for f in futures]
 
     def init_group(self, master_address: str, master_port: int, backend: str) -> Callable[[], list[dict]]:
-        """Ask every server to join as rank 1 + i of 1 + len(urls) (they block until the group forms)."""
-        world = 1 + len(self.urls)
+        """Ask every server to join at its rank offset (`members`); they block until the group forms."""
+        offsets, _, world = self.members()
         return self._post_all("/init_weights_update_group", [
-            {"master_address": master_address, "master_port": int(master_port), "rank_offset": 1 + i,
-             "world_size": world, "group_name": self.group_name, "backend": backend}
-            for i in range(len(self.urls))])
+            {"master_address": master_address, "master_port": int(master_port), "rank_offset": offset,
+             "world_size": world, "group_name": self.group_name, "backend": backend} for offset in offsets])
 
     def announce(self, specs: list[TensorSpec], last: bool) -> Callable[[], list[dict]]:
-        body = {"names": [s.name for s in specs], "dtypes": [s.dtype for s in specs],
+        body = {"names": [checkpoint_name(s.name) for s in specs], "dtypes": [s.dtype for s in specs],
                 "shapes": [list(s.shape) for s in specs], "group_name": self.group_name,
                 "load_format": "flattened_bucket", "flush_cache": last}
         if last and self.weight_version is not None:

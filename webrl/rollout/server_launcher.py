@@ -10,7 +10,7 @@ Lifecycle. Each server is one process in its own process group (a new session), 
 `<log_dir>/server.log`. A supervisor thread owns it: it spawns the process, waits for /health
 with a deadline (`startup_timeout_s`), then checks every `check_interval_s` that it still runs;
 a dead server is started again, up to `max_restarts` times, and reloads the weights it last
-reported (GET /get_model_info: `model_path` and `weight_version` changed since start ->
+reported (GET /model_info: `model_path` and `weight_version` changed since start ->
 POST /update_weights_from_disk with both), so a restart does not roll the policy back. Requests
 in flight to a dying server fail with a dropped connection; `ServerEngine` sends them again
 once the server answers (`down_wait_s`). A weight load in the last `check_interval_s` before a
@@ -23,7 +23,8 @@ process dies (a Ray actor killed by `ray.shutdown`, a `kill -9`), the kernel kil
 SGLang's own scheduler / detokenizer processes arm the same signal against the server process
 (sglang `srt/utils` `kill_itself_when_parent_died`), so its whole tree goes with it.
 
-Commands (`launch_command`):
+Commands (`launch_command`, with `server_flags` first: the run's image pixel bounds, its key
+variables and, for the cascade, SGLang's `--enable-return-hidden-states`):
 
     webrl   python -m webrl.serve model_path=<model> host=<host> port=<port> [launch_args]
             (= `webrl serve <model> host=... port=...`; dotlist keys of `ServeConfig`)
@@ -42,6 +43,7 @@ one bundle per launched server), otherwise it is scheduled freely.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -71,6 +73,34 @@ def launch_command(kind: str, model_path: str, port: int, host: str = "127.0.0.1
     else:
         raise ValueError(f"launch kind must be 'webrl' or 'sglang', got {kind!r}")
     return base + [str(a) for a in launch_args]
+
+
+def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env: str = "",
+                 admin_api_key_env: str = "", hidden_states: bool = False,
+                 environ: Optional[dict] = None) -> list[str]:
+    """What a launched server must be told so that the run's requests mean the same there:
+
+    - image_pixels (min, max): the bounds the run's prompts count image tokens at; a server
+      expanding an image at other bounds answers another prompt_tokens (an error). sglang:
+      `--mm-process-config {"image": {"min_pixels", "max_pixels"}}`; webrl: image_min/max_pixels.
+    - keys: webrl serve reads them from the variables the run names (inherited); SGLang takes
+      `--api-key` / `--admin-api-key` values (visible in the process list of the server's node).
+    - hidden_states: the cascade's heads read hidden states; SGLang returns them only when
+      started with `--enable-return-hidden-states`.
+    Put before `launch_args`, so that a user's own flag comes last and wins."""
+    env = os.environ if environ is None else environ
+    low, high = image_pixels
+    if kind == "webrl":
+        out = [f"image_min_pixels={low}", f"image_max_pixels={high}"] if high else []
+        out += [f"api_key_env={api_key_env}"] if api_key_env else []
+        return out + ([f"admin_api_key_env={admin_api_key_env}"] if admin_api_key_env else [])
+    if kind != "sglang":
+        raise ValueError(f"launch kind must be 'webrl' or 'sglang', got {kind!r}")
+    out = ["--mm-process-config", json.dumps({"image": {"min_pixels": low, "max_pixels": high}})] if high else []
+    for flag, name in (("--api-key", api_key_env), ("--admin-api-key", admin_api_key_env)):
+        if name and env.get(name):
+            out += [flag, env[name]]
+    return out + (["--enable-return-hidden-states"] if hidden_states else [])
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -187,7 +217,7 @@ class InferenceServer:
 
     def __init__(self, command: Sequence[str], url: str, log_dir: str | Path, startup_timeout_s: float = 600.0,
                  max_restarts: int = 3, check_interval_s: float = 1.0, stop_grace_s: float = 10.0,
-                 env: Optional[dict] = None):
+                 env: Optional[dict] = None, keys: tuple[str, str] = ("", "")):
         if not startup_timeout_s > 0 or max_restarts < 0 or not check_interval_s > 0:
             raise ValueError(f"InferenceServer needs startup_timeout_s > 0, max_restarts >= 0 and check_interval_s "
                              f"> 0, got {startup_timeout_s}, {max_restarts}, {check_interval_s}")
@@ -195,12 +225,15 @@ class InferenceServer:
         self.process = ServerProcess(command, self.url, Path(log_dir) / "server.log", env)
         self.startup_timeout_s, self.max_restarts = startup_timeout_s, max_restarts
         self.check_interval_s, self.stop_grace_s = check_interval_s, stop_grace_s
+        api_key, admin_key = keys
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._admin_headers = {"Authorization": f"Bearer {admin_key}"} if admin_key else self._headers
         self.restarts = 0
         self.healthy = False
         """True from a successful /health wait until the supervisor sees the process dead."""
         self.failed: Optional[str] = None
         """Why the server is down for good (start failed or restarts exhausted); None while fine."""
-        self._started_info: Optional[dict] = None  # /get_model_info right after the first start
+        self._started_info: Optional[dict] = None  # /model_info right after the first start
         self._latest_info: Optional[dict] = None  # ... as last read while it ran
         self._ready = threading.Event()
         self._stopping = threading.Event()
@@ -272,7 +305,7 @@ class InferenceServer:
         import httpx
 
         try:
-            r = httpx.get(f"{self.url}/get_model_info", timeout=5.0)
+            r = httpx.get(f"{self.url}/model_info", timeout=5.0, headers=self._headers)
             return r.json() if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -290,7 +323,8 @@ class InferenceServer:
         if old.get("weight_version") is not None:
             body["weight_version"] = str(old["weight_version"])
         try:
-            r = httpx.post(f"{self.url}/update_weights_from_disk", json=body, timeout=self.startup_timeout_s)
+            r = httpx.post(f"{self.url}/update_weights_from_disk", json=body, timeout=self.startup_timeout_s,
+                           headers=self._admin_headers)
             ok = r.status_code == 200 and r.json().get("success") is True
         except (httpx.HTTPError, ValueError) as e:
             ok, r = False, e
@@ -300,10 +334,12 @@ class InferenceServer:
 
 
 def start_server_actors(config: Any, model_path: str, log_root: str | Path, placement_group: Any = None,
-                        bundle_offset: int = 0) -> tuple[list, list[str]]:
+                        bundle_offset: int = 0, image_pixels: tuple[int, int] = (0, 0),
+                        hidden_states: bool = False) -> tuple[list, list[str]]:
     """`config.num_servers` Ray actors (`ServerConfig`), each launching one server of
     `config.launch` on `model_path` (server i in bundle `bundle_offset + i` of `placement_group`
-    when one is given); returns (actors, their URLs) once all are healthy."""
+    when one is given) with the run's `server_flags`; returns (actors, their URLs) once all are
+    healthy."""
     import ray
 
     from webrl.rollout.placement import bundle_strategy
@@ -314,7 +350,8 @@ def start_server_actors(config: Any, model_path: str, log_root: str | Path, plac
         options["num_gpus"] = config.gpus_per_server
     actors = [actor_class.options(**options, **bundle_strategy(placement_group, bundle_offset + i)).remote(
         config.launch, model_path, config.host, config.port + i if config.port else 0, list(config.launch_args),
-        str(Path(log_root) / f"server_{i}"), config.startup_timeout_s, config.max_restarts)
+        str(Path(log_root) / f"server_{i}"), config.startup_timeout_s, config.max_restarts,
+        (image_pixels, config.api_key_env, config.admin_api_key_env, hidden_states))
         for i in range(config.num_servers)]
     try:
         urls = ray.get([a.start.remote() for a in actors], timeout=config.startup_timeout_s + 60)
@@ -329,13 +366,16 @@ class InferenceServerActor:
     """The Ray shell: builds the command on the actor's node (its IP and a free port there)."""
 
     def __init__(self, kind: str, model_path: str, host: str, port: int, launch_args: list, log_dir: str,
-                 startup_timeout_s: float, max_restarts: int):
+                 startup_timeout_s: float, max_restarts: int, flags: tuple = ((0, 0), "", "", False)):
         import ray
 
         port = port or free_port("127.0.0.1" if host in ("127.0.0.1", "localhost") else host)
         address = host if host not in ("0.0.0.0", "::") else ray.util.get_node_ip_address()
-        self.server = InferenceServer(launch_command(kind, model_path, port, host, launch_args),
-                                      f"http://{address}:{port}", log_dir, startup_timeout_s, max_restarts)
+        args = server_flags(kind, *flags) + list(launch_args)  # keys resolved on the server's node
+        keys = tuple(os.environ.get(name, "") if name else "" for name in flags[1:3])
+        self.server = InferenceServer(launch_command(kind, model_path, port, host, args),
+                                      f"http://{address}:{port}", log_dir, startup_timeout_s, max_restarts,
+                                      keys=keys)
 
     def start(self) -> str:
         return self.server.start()

@@ -5,7 +5,7 @@ Built on FastAPI + uvicorn. Endpoints:
     POST /v1/chat/completions   OpenAI chat request -> chat.completion (non-streaming)
     GET  /v1/models             the one served model
     GET  /health                {"status": "ok"} (no key needed)
-    POST /generate, POST /update_weights_from_disk, GET /get_model_info
+    POST /generate, weight updates (disk and distributed), GET /model_info, GET /server_info
                                 SGLang's native token-in/token-out subset (`webrl.serve.native`),
                                 for engines with a local model
 
@@ -19,7 +19,8 @@ policy endpoint (`webrl.policy.endpoint.EndpointPolicy`) gets exact ids and log-
 
 Safety defaults: binds 127.0.0.1; a bearer key is required when the environment variable
 named by `api_key_env` is set; request bytes, images per request, pixels per image, prompt
-tokens and new tokens are capped. Every rejected request gets a 4xx with an OpenAI-style body
+tokens and new tokens are capped. The weight routes take the admin key when
+`admin_api_key_env` names a set variable (else the API key). Every rejected request gets a 4xx with an OpenAI-style body
 `{"error": {"message", "type", "param", "code"}}` saying what was wrong.
 """
 from __future__ import annotations
@@ -52,6 +53,10 @@ class ServeConfig:
     api_key_env: str = "WEBRL_SERVE_API_KEY"
     """Environment variable holding the bearer key; when it is set and non-empty, every /v1
     request must send `Authorization: Bearer <key>`. The key itself never goes in a config."""
+    admin_api_key_env: str = "WEBRL_SERVE_ADMIN_API_KEY"
+    """Environment variable holding the admin key (SGLang's `--admin-api-key`); when it is set,
+    the weight-update routes accept only `Authorization: Bearer <admin key>` and the other
+    routes keep `api_key_env`'s key."""
     max_request_bytes: int = 32 * 1024 * 1024
     """Largest request body accepted (413 above)."""
     max_images: int = 64
@@ -99,6 +104,9 @@ class ServeConfig:
     def api_key(self) -> str:
         return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
 
+    def admin_api_key(self) -> str:
+        return os.environ.get(self.admin_api_key_env, "") if self.admin_api_key_env else ""
+
 
 def _error(status: int, message: str, param: Optional[str] = None, code: Optional[str] = None):
     from fastapi.responses import JSONResponse
@@ -140,12 +148,18 @@ def create_app(engine: ChatEngine, config: Optional[ServeConfig] = None):
     async def _http_error(request, exc):  # unknown routes / methods in the same error format
         return _error(exc.status_code, str(exc.detail))
 
-    def _authorised(request) -> bool:
-        if not key:
-            return True
+    def _bearer(request, want: str) -> bool:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), want.encode())
+
+    def _authorised(request) -> bool:
+        return not key or _bearer(request, key)
+
+    admin_key = config.admin_api_key()
+
+    def _admin(request) -> bool:  # as SGLang: with an admin key, only it opens the weight routes
+        return _bearer(request, admin_key) if admin_key else _authorised(request)
 
     @app.get("/health")
     async def health():
@@ -156,7 +170,14 @@ def create_app(engine: ChatEngine, config: Optional[ServeConfig] = None):
     native = NativeBackend.from_chat_engine(engine, config.model_path,
                                            (config.image_min_pixels, config.image_max_pixels))
     if native is not None:  # a local model: SGLang-native /generate, weight updates (webrl.serve.native)
-        mount_native_routes(app, native, config, _authorised, _error, _read_body)
+        mount_native_routes(app, native, config, _authorised, _error, _read_body, _admin)
+
+    @app.get("/server_info")
+    async def server_info(request: Request):  # the SGLang fields a client reads; one process, no TP
+        if not _authorised(request):
+            return _error(401, "missing or wrong bearer key (send 'Authorization: Bearer <key>')")
+        return {"model_path": config.model_path, "tp_size": 1, "dp_size": 1, "host": config.host,
+                "port": config.port, "version": "webrl serve"}
 
     @app.get("/v1/models")
     async def models(request: Request):

@@ -282,8 +282,10 @@ def _as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
 
 
-def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorised, error, read_body) -> None:
-    """Add the native routes to `create_app`'s FastAPI app (same key check, limits, error format)."""
+def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorised, error, read_body,
+                        admin=None) -> None:
+    """Add the native routes to `create_app`'s FastAPI app (same key check, limits, error format;
+    `admin` checks the weight routes' key, default `authorised`)."""
     from starlette.concurrency import run_in_threadpool
 
     denied = "missing or wrong bearer key (send 'Authorization: Bearer <key>')"
@@ -298,4 +300,4 @@ def mount_native_routes(app: Any, backend: NativeBackend, config: Any, authorise
         except RequestError as e:
             return error(e.status, e.message, e.param, e.code)
 
-    mount_weight_routes(app, WeightUpdater(backend), config, authorised, error, read_body)
+    mount_weight_routes(app, WeightUpdater(backend), config, authorised, error, read_body, admin)

@@ -8,7 +8,10 @@ the learner's broadcast group, plus the model-info route that reports the weight
                                      (null | "flattened_bucket"), weight_version?, flush_cache?,
                                      abort_all_requests?, torch_empty_cache?} -> {"success", "message"}
     POST /destroy_weights_update_group {group_name?}
-    GET  /get_model_info           {"model_path", ..., "weight_version"}
+    GET  /model_info               {"model_path", ..., "weight_version"}  (/get_model_info: SGLang's old name)
+
+Keys: with an admin key (`ServeConfig.admin_api_key_env`) the weight routes take only it, as
+SGLang's `--admin-api-key`; without one they take the API key; /model_info takes the API key.
 
 Distributed weight updates (SGLang's `InitWeightsUpdateGroupReqInput` and
 `UpdateWeightsFromDistributedReqInput`, read in sgl-project/sglang io_struct.py at 001067ff; the
@@ -115,7 +118,7 @@ class WeightUpdater:
         """Receive `names` from rank 0 of the group, then copy them into the model in place."""
         import torch
 
-        from webrl.learner.weights import unflatten_bucket
+        from webrl.learner.weights import module_name, unflatten_bucket
 
         name = req.get("group_name") or "weight_update_group"
         group = self.weight_groups.get(name)
@@ -127,7 +130,10 @@ class WeightUpdater:
             if req.get("load_format") == "flattened_bucket":
                 flat = torch.empty(sum(s.num_bytes for s in specs), dtype=torch.uint8)
                 group.broadcast(flat)
-                tensors = unflatten_bucket(flat, specs)
+                try:
+                    tensors = unflatten_bucket(flat, specs)
+                except ValueError as e:  # a misaligned offset: SGLang's receiver fails there too
+                    raise RequestError(400, f"flattened_bucket: {e}", "dtypes") from None
             else:
                 tensors = [torch.empty(s.shape, dtype=s.torch_dtype) for s in specs]
                 for t in tensors:
@@ -135,13 +141,15 @@ class WeightUpdater:
         with self.backend.lock, torch.no_grad():
             own = dict(self.backend.model.named_parameters())
             own.update(self.backend.model.named_buffers())
-            unknown = [s.name for s in specs if s.name not in own]
-            wrong = [s.name for s in specs if s.name in own and tuple(own[s.name].shape) != tuple(s.shape)]
+            targets = [module_name(s.name, own) for s in specs]  # checkpoint names only, as SGLang's loaders
+            unknown = [s.name for s, t in zip(specs, targets) if t is None]
+            wrong = [s.name for s, t in zip(specs, targets) if t is not None and tuple(own[t].shape) != tuple(s.shape)]
             if unknown or wrong:
-                raise RequestError(400, f"names do not fit the served model: unknown {unknown[:3]}, other shapes "
+                raise RequestError(400, f"names do not fit the served model: unknown {unknown[:3]} (servers take "
+                                        f"checkpoint names: model.layers.*, visual.*, lm_head.*), other shapes "
                                         f"{wrong[:3]} (nothing was changed)", "names")
-            for spec, tensor in zip(specs, tensors):
-                own[spec.name].copy_(tensor.to(own[spec.name].device, own[spec.name].dtype))
+            for target, tensor in zip(targets, tensors):
+                own[target].copy_(tensor.to(own[target].device, own[target].dtype))
             if req.get("weight_version") is not None:
                 self.backend.weight_version = str(req["weight_version"])
         return {"success": True, "message": "Succeeded to update parameter online.",
@@ -222,22 +230,25 @@ def parse_distributed_request(body: bytes) -> dict:
         raise RequestError(400, f"weight_version must be a string, got {version!r}", "weight_version")
     return {**obj, "specs": specs}
 
-def mount_weight_routes(app: Any, updater: WeightUpdater, config: Any, authorised, error, read_body) -> None:
-    """Add the weight routes to `create_app`'s FastAPI app (same key check, limits, error format)."""
+def mount_weight_routes(app: Any, updater: WeightUpdater, config: Any, authorised, error, read_body,
+                        admin=None) -> None:
+    """Add the weight routes to `create_app`'s FastAPI app (same limits and error format; the
+    update routes check `admin` (default `authorised`), the model-info routes `authorised`)."""
+    admin = admin or authorised
     from starlette.concurrency import run_in_threadpool
 
     denied = "missing or wrong bearer key (send 'Authorization: Bearer <key>')"
     # replacing the served weights from any folder on disk is open only on loopback or behind a key
-    weights_open = config.host in ("127.0.0.1", "localhost", "::1") or bool(config.api_key())
+    weights_open = config.host in ("127.0.0.1", "localhost", "::1") or bool(config.api_key() or config.admin_api_key())
 
     def weight_route(path: str, parse, handle):
         @app.post(path)
         async def route(request: Request):
-            if not authorised(request):
+            if not admin(request):
                 return error(401, denied)
             if not weights_open:
                 return error(403, f"weight updates are refused on {config.host} without a key: set the "
-                                  f"{config.api_key_env} variable (or bind 127.0.0.1)")
+                                  f"{config.admin_api_key_env} or {config.api_key_env} variable (or bind 127.0.0.1)")
             try:
                 return await run_in_threadpool(handle, parse(await read_body(request, config.max_request_bytes)))
             except RequestError as e:
@@ -259,6 +270,12 @@ def mount_weight_routes(app: Any, updater: WeightUpdater, config: Any, authorise
 
     @app.get("/get_model_info")
     async def get_model_info(request: Request):
+        if not authorised(request):
+            return error(401, denied)
+        return updater.model_info()
+
+    @app.get("/model_info")  # SGLang's current route; /get_model_info is its deprecated name
+    async def model_info(request: Request):
         if not authorised(request):
             return error(401, denied)
         return updater.model_info()

@@ -100,7 +100,7 @@ def main() -> None:
     from webrl.policy import (GeneratorConfig, GeneratorPolicy, Observation, PolicyRequest, PromptConfig,
                               SamplingConfig)
     from webrl.rollout.server_engine import ServerEngine
-    from webrl.rollout.server_launcher import InferenceServer, free_port, launch_command
+    from webrl.rollout.server_launcher import InferenceServer, free_port, launch_command, server_flags
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -128,21 +128,22 @@ def main() -> None:
     else:
         port = free_port()
         env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
-        server = InferenceServer(launch_command("webrl", path, port), f"http://127.0.0.1:{port}",
+        flags = server_flags("webrl", (cfg.prompt.min_pixels, cfg.prompt.max_pixels))  # images counted alike
+        server = InferenceServer(launch_command("webrl", path, port, launch_args=flags), f"http://127.0.0.1:{port}",
                                  tempfile.mkdtemp(prefix="bench-serve-"), startup_timeout_s=600, env=env)
         t0 = time.perf_counter()
         url = server.start()
         results["server_start_s"] = round(time.perf_counter() - t0, 1)
     engine = ServerEngine([url], processor, cfg, policy.family)
     server_s = []
-    post = engine._post
+    post = engine.backend.http.post
 
     def timed_post(u, route, body):  # the server's own time per request, for the HTTP overhead
         answer = post(u, route, body)
         server_s.append(float(answer.get("meta_info", {}).get("e2e_latency") or 0.0))
         return answer
 
-    engine._post = timed_post
+    engine.backend.http.post = timed_post
     try:
         results["server"] = run_engine(engine.act, requests)
     finally:

@@ -230,7 +230,7 @@ def test_learner_rank_zero_to_an_inference_worker_equals_the_object_store_weight
             learner.join_weight_group(2, "gloo", "to-server", 20.0)
             answers()
             learner.broadcast_weights(bucket, None, targets)
-            info = httpx.get(server.url + "/get_model_info").json()
+            info = httpx.get(server.url + "/model_info").json()
     finally:
         learner.shutdown()
     assert worker.version == 1 and stats["buckets"] == len(plan_buckets(specs, bucket))

@@ -306,6 +306,15 @@ def test_learner_to_server_weight_sync_through_the_inference_worker(tiny_qwen25v
         samples = make_samples(processor, 4)
         group.update(with_rollout_logprobs(samples, group.compute_logprobs(samples).logprobs))
         path = group.export_hf(str(tmp_path / "v00000001"))
+        # what SGLang's Qwen2.5-VL loader looks up: checkpoint names, never the module tree's
+        from safetensors import safe_open
+        from webrl.learner.weights import checkpoint_name
+
+        (shard,) = sorted(tmp_path.glob("v00000001/*.safetensors"))
+        with safe_open(str(shard), "pt") as f:
+            saved = set(f.keys())
+        assert saved == {checkpoint_name(n) for n in saved} and "lm_head.weight" in saved
+        assert any(n.startswith("model.layers.") for n in saved) and any(n.startswith("visual.") for n in saved)
         run_coroutine(worker.set_weights_async(path, 1))  # a fresh loop also when the thread holds Playwright's
         assert worker.version == 1 and engine.weight_version == "1"
         trained, trained_processor = load_model(path)

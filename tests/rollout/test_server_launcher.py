@@ -153,7 +153,7 @@ def test_kill_9_restarts_the_server_and_the_request_in_flight_completes(stub_fil
     engine = ServerEngine([server.start()], processor, down_wait_s=30)
     try:
         first = server.status()["pid"]
-        # a weight load the supervisor sees (it polls /get_model_info while the server runs) ...
+        # a weight load the supervisor sees (it polls /model_info while the server runs) ...
         httpx.post(f"{server.url}/update_weights_from_disk", json={"model_path": "/w/v3", "weight_version": "r-3"})
         assert wait_for(lambda: (server._latest_info or {}).get("weight_version") == "r-3")
         engine.note_weights("r-3")
@@ -168,7 +168,7 @@ def test_kill_9_restarts_the_server_and_the_request_in_flight_completes(stub_fil
         assert result["d"].stats.cached_tokens == 3  # meta_info.cached_tokens read into the stats
         status = server.status()
         assert status["restarts"] == 1 and status["alive"] and status["pid"] != first and status["failed"] is None
-        assert httpx.get(f"{server.url}/get_model_info").json() == {"model_path": "/w/v3", "weight_version": "r-3"}
+        assert httpx.get(f"{server.url}/model_info").json() == {"model_path": "/w/v3", "weight_version": "r-3"}
     finally:
         engine.close()
         server.stop()

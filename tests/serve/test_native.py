@@ -190,13 +190,13 @@ def test_invalid_json_model_info_and_update_errors(native, tiny_qwen3vl_path):
     server, _ = native
     r = httpx.post(server.url + "/generate", content=b"{not json", timeout=10)
     assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
-    info = httpx.get(server.url + "/get_model_info").json()
+    info = httpx.get(server.url + "/model_info").json()
     assert info["weight_version"] == "0" and info["is_generation"] is True
     r = post(server, "/update_weights_from_disk", {})
     assert r.status_code == 400 and "model_path is required" in r.json()["error"]["message"]
     r = post(server, "/update_weights_from_disk", {"model_path": tiny_qwen3vl_path})  # another architecture
     assert r.status_code == 400 and "does not fit the served model" in r.json()["error"]["message"]
-    assert httpx.get(server.url + "/get_model_info").json()["weight_version"] == "0"  # nothing changed
+    assert httpx.get(server.url + "/model_info").json()["weight_version"] == "0"  # nothing changed
 
 
 def test_native_routes_need_the_key(tiny_engine, monkeypatch):

@@ -69,7 +69,7 @@ def test_after_a_distributed_update_generate_answers_as_a_model_with_those_weigh
     assert stats["buckets"] == len(plan_buckets(specs, bucket))
     own = dict(engine.model.named_parameters())
     assert all(torch.equal(own[n].detach(), t) for n, t in named)
-    assert httpx.get(server.url + "/get_model_info").json()["weight_version"] == "run-1:v1"
+    assert httpx.get(server.url + "/model_info").json()["weight_version"] == "run-1:v1"
 
     after_ids, after_logp, meta = greedy(server, ids)
     assert meta["weight_version"] == "run-1:v1" and (after_ids, after_logp) != (before_ids, before_logp)
@@ -93,7 +93,7 @@ def test_after_a_distributed_update_generate_answers_as_a_model_with_those_weigh
     group.broadcast(new)
     t.join()
     assert answer["success"] is True and torch.equal(own[name].detach(), new)
-    assert httpx.get(server.url + "/get_model_info").json()["weight_version"] == "run-1:v1"
+    assert httpx.get(server.url + "/model_info").json()["weight_version"] == "run-1:v1"
 
     # names the model lacks: the broadcast still completes, nothing changes, 400 naming "names"
     t = threading.Thread(target=lambda: answer.update(post(server, "/update_weights_from_distributed", {

@@ -298,3 +298,26 @@ def test_a_cluster_file_excludes_the_node_keys(tmp_path):
 def _config_and_settings(overrides):
     config = load_plan_config(PRESET, overrides)
     return config, config.plan
+
+
+def test_plan_prints_the_engines_and_what_each_wrapper_adds(capsys, tmp_path):
+    from webrl.policy.cascade.heads import DEFAULT_KINDS, DecisionHeads, HeadsConfig, save_heads
+
+    from tests.skills.test_guided import LIBRARY
+
+    heads = str(save_heads(DecisionHeads(8, HeadsConfig()), tmp_path / "heads"))
+    library = str(LIBRARY.save(tmp_path / "skills"))
+    assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.prompt_tokens=4096",
+                      "policy.wrappers=[skills,loci,cascade]", f"policy.cascade.heads_dir={heads}",
+                      f"policy.skills.library_dir={library}",
+                      "policy.loci.max_rounds=2", "policy.loci.retries=1"]) == 0
+    out = capsys.readouterr().out
+    assert "capability" in out and "rollout.engine=transformers | rollout.engine=server" in out
+    # heads at H=2560, d=128, query last+goal (5120), visual element features (2560), K=9 kinds:
+    #   kind MLP 5120*128+128 + 128*9+9, target q 5120*128+128 and k 2560*128+128, value q and k
+    #   the same, write 128 -> 3*655488 + 2*327808 + 128 + 129*9 = 2623369
+    assert len(DEFAULT_KINDS) == 9 and "cascade: heads 2,623,369 parameters" in out
+    # 4096 rows x 2560 x 4 bytes = 40 MiB, over HTTP: the preset's engine is the server
+    assert "4096 x 2560 hidden rows returned over HTTP (40.0 MiB fp32)" in out
+    assert "loci: no weights of its own; per decision up to 8 role requests" in out  # 2 rounds x 2 roles x 2
+    assert "skills: no GPU bytes" in out

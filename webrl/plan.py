@@ -360,6 +360,8 @@ class MemoryPlan:
     from the rest of the GPU)."""
     pool_bytes: float = 0.0
     """queues="pool": the bytes SGLang keeps for the weights and the KV pool."""
+    engine_lines: list[str] = field(default_factory=list)
+    """The engines' capability table and what each of the run's policy wrappers adds."""
 
     @property
     def fits(self) -> bool:
@@ -486,7 +488,52 @@ def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
     if config.rollout.engine == "server" and server.launch == "none":
         plan.notes.append("rollout: the servers at rollout.server.urls were started outside the run; their GPUs "
                           "are not planned here")
+    plan.engine_lines.extend(engine_lines(config, shapes, rm.prompt_tokens))
     return plan
+
+
+def engine_lines(config: Any, shapes: ModelShapes, prompt_tokens: int) -> list[str]:
+    """The capability table (`webrl.policy.backend.ENGINE_CAPABILITIES`) and, per wrapper in
+    policy.wrappers, what it adds to the rollout: resident bytes, requests and bytes per decision.
+
+    cascade: the heads (fp32, beside the generator: in the inference worker, in process or next
+    to its HTTP client) and per decision one prefill-only request whose P hidden rows of H come
+    back (fp32; over HTTP on the server engine, P x H x 4 bytes); a deferral then decodes from that
+    prefill (a cache hit, no second prefill). loci: no weights of its own (its roles are the
+    generator with role prompts, or an endpoint); per decision up to rounds x 2 x (1 + retries)
+    role requests before the policy's own. skills: no GPU bytes (the library and its matcher run
+    on the CPU); a bound skill replays steps instead of generating them."""
+    from webrl.policy.backend import capability_table
+
+    lines = [f"engines (this run: rollout.engine={config.rollout.engine})", capability_table()]
+    wrappers = list(config.policy.wrappers)
+    if not wrappers:
+        return lines + ["policy wrappers: none"]
+    lines.append(f"policy wrappers {wrappers}, per inference worker / per decision")
+    for name in wrappers:
+        if name == "cascade":
+            import torch
+
+            from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig
+
+            with torch.device("meta"):
+                heads = DecisionHeads(shapes.hidden, HeadsConfig())
+            count = sum(p.numel() for p in heads.parameters())
+            rows = prompt_tokens * shapes.hidden * 4
+            where = "returned over HTTP" if config.rollout.engine == "server" else "kept in the worker"
+            lines.append(f"  cascade: heads {count:,} parameters ({count * 4 / GIB:.3f} GiB fp32); per decision "
+                         f"one prefill-only request, its {prompt_tokens} x {shapes.hidden} hidden rows "
+                         f"{where} ({rows / 2 ** 20:.1f} MiB fp32); a deferral reuses that prefill")
+        elif name == "loci":
+            loci = config.policy.loci
+            calls = loci.max_rounds * 2 * (1 + loci.retries)
+            lines.append(f"  loci: no weights of its own; per decision up to {calls} role requests "
+                         f"(policy.loci.max_rounds={loci.max_rounds} x locator + critic x (1 + retries="
+                         f"{loci.retries})), each one crop-sized image at most {loci.crop_max_pixels:,} pixels")
+        elif name == "skills":
+            lines.append("  skills: no GPU bytes (the library and its matcher run on the CPU); a bound skill's "
+                         "steps are replayed, not generated")
+    return lines
 
 
 def _share(gpus: float) -> float:
@@ -549,6 +596,7 @@ def format_plan(plan: MemoryPlan) -> str:
     if plan.refusal:
         lines.append(f"DOES NOT FIT: cannot be placed: {plan.refusal}")
     lines += plan.notes + plan.warnings
+    lines += ["", *plan.engine_lines, ""] if plan.engine_lines else []
     usage = [f"{kind} GPU {total / GIB:.1f} of {capacity / GIB:.1f} GiB"
              for kind, total, capacity, gpus in (
                  ("learner", lm.total, plan.gpu_bytes * _share(plan.learner_gpus or 1.0), plan.learner_gpus),

@@ -116,7 +116,7 @@ def task_success(model_path: str, config) -> dict[str, Any]:
                               trainer=dataclasses.replace(config.trainer, stages=["eval"]))
     trainer = Trainer(cfg)
     try:
-        trainer._start(rollout=False)
+        trainer.start_actors(rollout=False)
         result = trainer.parts.evaluator.evaluate("eval", 0)
         summary = summarize(result.tasks, result.trajectories)
     finally:

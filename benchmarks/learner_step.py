@@ -96,12 +96,12 @@ def measure(model_path, samples, stage: int, ranks: int, steps: int, use_ray: bo
         lp = group.compute_logprobs(samples).logprobs
         samples = [dataclasses.replace(s, rollout_logprobs=x.tolist()) for s, x in zip(samples, lp)]
         group.update(samples)  # warm-up: first-touch allocations, ZeRO-3 trace
-        before = group._all("memory_stats")
+        before = group.memory_stats()
         start = time.perf_counter()
         for _ in range(steps):
             group.update(samples)
         elapsed = time.perf_counter() - start
-        after = group._all("memory_stats")
+        after = group.memory_stats()
     finally:
         group.shutdown()
     tokens = sum(s.length for s in samples) * steps

@@ -480,14 +480,14 @@ def summarise(records: Sequence[dict]) -> dict:
 
 
 def build_generator(path: str):
-    """The generator with the shipped checkpoint's prompt (`train_config._default_generator`), greedy."""
+    """The generator with the shipped checkpoint's prompt (`train_config.default_generator`), greedy."""
     import dataclasses
 
     from webrl.models import load_model
     from webrl.policy import GeneratorConfig, GeneratorPolicy
-    from webrl.train_config import _default_generator
+    from webrl.train_config import default_generator
 
-    config = _default_generator()
+    config = default_generator()
     model, processor = load_model(path)
     return GeneratorPolicy(model, processor, GeneratorConfig(
         prompt=config.prompt, sampling=dataclasses.replace(config.sampling, greedy=True)))

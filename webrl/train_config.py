@@ -332,7 +332,7 @@ def _default_rollout() -> RolloutConfig:
     return RolloutConfig(group_size=8, max_turns=4)
 
 
-def _default_generator() -> GeneratorConfig:
+def default_generator() -> GeneratorConfig:
     """The prompt format the shipped checkpoint was trained with: elements as `<e3> button "Go"`
     chosen by the element pointer, no reasoning, 112x112 screenshots (12 visual tokens)."""
     from webrl.policy import PromptConfig, SamplingConfig
@@ -364,7 +364,7 @@ class WebRLConfig:
     """Every EnvWorker (slots per browser, viewport, time limits, safety)."""
     rollout: RolloutConfig = field(default_factory=_default_rollout)
     """Group size, horizon, timeouts, retries."""
-    generator: GeneratorConfig = field(default_factory=_default_generator)
+    generator: GeneratorConfig = field(default_factory=default_generator)
     """Prompting and sampling of the rollout policy."""
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     """Dynamic batching of inference requests."""
@@ -490,7 +490,7 @@ def _check_server_engine(config: WebRLConfig) -> None:
     if config.generator.sparse_prefill:
         raise ConfigError(f"generator.sparse_prefill runs in the in-process model's prefill; with rollout.engine=server "
                           f"sparse prefill is {caps.sparse_prefill}: leave generator.sparse_prefill empty")
-    if config.generator.max_batch_size != _default_generator().max_batch_size:
+    if config.generator.max_batch_size != default_generator().max_batch_size:
         raise ConfigError(f"generator.max_batch_size={config.generator.max_batch_size} has no effect with "
                           f"rollout.engine=server (it chunks the in-process model's batches; a server batches its own "
                           f"requests): set inference.max_batch_size and rollout.server.max_concurrency instead")

@@ -59,9 +59,9 @@ class Trainer:
         self.config = config
         self.run_dir = resolve_run_dir(config)
         self.actors = actors if actors is not None else RunActors(config, self.run_dir, placement_group)
-        self.model_path = ""  # model.path resolved, or a tiny model made in the run folder (_start)
+        self.model_path = ""  # model.path resolved, or a tiny model made in the run folder (start_actors)
         self.log: Optional[RunLog] = None
-        self.parts: Optional[RunParts] = None  # rewards, task sources, coordinators, evaluator (_start)
+        self.parts: Optional[RunParts] = None  # rewards, task sources, coordinators, evaluator (start_actors)
         self.learner: Any = None
         self.iteration = 0
         self.before: Optional[dict] = None
@@ -91,7 +91,7 @@ class Trainer:
         """Start every actor; resume from the newest checkpoint (run.resume) or evaluate and run
         the SFT stage; leaves the RL learner running. Returns whether the run resumed."""
         cfg = self.config
-        self._start(rollout=True)
+        self.start_actors(rollout=True)
         if not cfg.run.resume and evaluate_before:
             self.before = self.evaluate("before")
         sft = "sft" in cfg.trainer.stages and not cfg.run.resume
@@ -186,7 +186,7 @@ class Trainer:
     def run_sft(self) -> str:
         """Only the SFT stage: demonstrations -> SFT learner -> checkpoint; returns its HF folder."""
         try:
-            self._start(rollout=False, evaluation=False)
+            self.start_actors(rollout=False, evaluation=False)
             path = sft_stage(self.config, self.run_dir, self.model_path, self.actors, self.log)
             print(f"SFT checkpoint (Hugging Face folder): {path}")
             return path
@@ -198,7 +198,7 @@ class Trainer:
         trajectories and viewer, and (eval.export_om2w) the Online-Mind2Web result folders."""
         cfg = self.config
         try:
-            self._start(rollout=False)
+            self.start_actors(rollout=False)
             result = self.parts.evaluator.evaluate("eval", self.iteration)
             summary = summarize(result.tasks, result.trajectories)
             print(success_table(summary))
@@ -243,7 +243,7 @@ class Trainer:
         print(f"webrl: resumed from {latest} (iteration {self.iteration}, policy version {self.learner.policy_version})")
 
     # -- start-up and shutdown -----------------------------------------------------------------
-    def _start(self, rollout: bool, evaluation: bool = True) -> None:
+    def start_actors(self, rollout: bool, evaluation: bool = True) -> None:
         """Run folder, model, Ray and the log; then (evaluation) the rollout side (`start_parts`)."""
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)

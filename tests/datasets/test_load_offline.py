@@ -72,10 +72,10 @@ def _artifact(fmt, tmp_path):
 def pointer_policy():
     from webrl.models import load_model
     from webrl.policy import GeneratorPolicy
-    from webrl.train_config import _default_generator
+    from webrl.train_config import default_generator
 
     model, processor = load_model("webrl:tiny-webagent-pointer")
-    return GeneratorPolicy(model, processor, _default_generator())
+    return GeneratorPolicy(model, processor, default_generator())
 
 
 @pytest.mark.slow

@@ -222,6 +222,10 @@ class LearnerGroup:
                           else ProcessRanks(config, run, num_ranks, cpus))
         self.policy_version = 0
 
+    def memory_stats(self) -> list:
+        """Every rank's `LearnerWorker.memory_stats()` (benchmarks/learner_step.py reads them)."""
+        return self._all("memory_stats")
+
     # -- helpers --------------------------------------------------------------------------------
     def _all(self, method: str, *args) -> list:
         return self.ranks.call(method, [args] * self.num_ranks)

@@ -514,10 +514,12 @@ def engine_lines(config: Any, shapes: ModelShapes, prompt_tokens: int) -> list[s
         if name == "cascade":
             import torch
 
-            from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig
+            from webrl.policy.cascade.heads import CONFIG_FILE, DecisionHeads, HeadsConfig
 
+            saved = Path(config.policy.cascade.heads_dir) / CONFIG_FILE  # the run's heads' settings, at H
+            heads_config = HeadsConfig(**json.loads(saved.read_text())["config"]) if saved.is_file() else HeadsConfig()
             with torch.device("meta"):
-                heads = DecisionHeads(shapes.hidden, HeadsConfig())
+                heads = DecisionHeads(shapes.hidden, heads_config)
             count = sum(p.numel() for p in heads.parameters())
             rows = prompt_tokens * shapes.hidden * 4
             where = "returned over HTTP" if config.rollout.engine == "server" else "kept in the worker"

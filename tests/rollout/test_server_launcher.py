@@ -356,3 +356,15 @@ def test_a_server_down_for_good_ends_the_run_at_the_next_sync(ray_cluster, tmp_p
     with pytest.raises(ServerLaunchError, match=r"down for good .*\n.*127.0.0.1:9: the server died .* after 3 restarts"):
         actors.sync_weights(learner=None, version=1)
     ray.kill(actors._server_actors[0])
+
+
+def test_route_headers_by_hand():
+    """One rule for every client of a server (engine, weight broadcast, launcher): the admin key on
+    the weight routes when there is one, else the API key; /generate and /model_info the API key."""
+    from webrl.rollout.server_http import route_headers
+
+    assert route_headers("/generate", "u", "a") == {"Authorization": "Bearer u"}
+    assert route_headers("/model_info", "u", "a") == {"Authorization": "Bearer u"}
+    assert route_headers("/update_weights_from_distributed", "u", "a") == {"Authorization": "Bearer a"}
+    assert route_headers("/init_weights_update_group", "u", "") == {"Authorization": "Bearer u"}
+    assert route_headers("/generate", "", "a") == {}

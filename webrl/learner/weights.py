@@ -401,23 +401,16 @@ class ServerTargets:
         names = [url if tp == 1 else f"{url} tp rank {r}" for url, tp in zip(self.urls, sizes) for r in range(tp)]
         return offsets, names, world
 
-    def _key(self) -> str:
-        import os
+    def _headers(self, path: str) -> dict:
+        from webrl.rollout.server_http import env_key, route_headers
 
-        for env in (self.admin_api_key_env, self.api_key_env):
-            if env and os.environ.get(env, ""):
-                return os.environ[env]
-        return ""
+        return route_headers(path, env_key(self.api_key_env), env_key(self.admin_api_key_env))
 
     def _tp_size(self, url: str) -> int:
-        import os
-
         import httpx
 
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""  # /server_info takes the API key
         try:
-            r = httpx.get(url.rstrip("/") + "/server_info", timeout=self.timeout_s,
-                          headers={"Authorization": f"Bearer {key}"} if key else {})
+            r = httpx.get(url.rstrip("/") + "/server_info", timeout=self.timeout_s, headers=self._headers("/server_info"))
         except httpx.HTTPError as e:
             raise RuntimeError(f"{url}/server_info: {type(e).__name__}: {e}") from None
         if r.status_code != 200:
@@ -435,8 +428,7 @@ class ServerTargets:
 
         import httpx
 
-        key = self._key()
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        headers = self._headers(path)
         pool = ThreadPoolExecutor(len(self.urls), thread_name_prefix="webrl-weight-post")
 
         def post(url: str, body: dict) -> dict:

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import base64
 import itertools
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -69,7 +68,7 @@ from webrl.policy.backend import ENGINE_CAPABILITIES, GenerateRequest, Generated
 from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
 from webrl.policy.stack import PolicyConfig
 from webrl.rollout.engines import GeneratorEngine
-from webrl.rollout.server_http import (ServerEngineError, ServerHTTP, ServerStaleError, ServerUnreachableError,
+from webrl.rollout.server_http import (ServerEngineError, ServerHTTP, env_key, ServerStaleError, ServerUnreachableError,
                                        check_output)
 from webrl.types import Image
 
@@ -323,8 +322,7 @@ class ServerEngineFactory:
         path = resolve_shipped(str(self.model_path))
         config = AutoConfig.from_pretrained(path)
         processor = load_processor(path, config.model_type)
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
-        admin = os.environ.get(self.admin_api_key_env, "") if self.admin_api_key_env else ""
         return ServerEngine(list(self.urls), processor, self.generator, model_family(config), self.timeout_s,
-                            self.max_concurrency, api_key=key, down_wait_s=self.down_wait_s, admin_api_key=admin,
+                            self.max_concurrency, api_key=env_key(self.api_key_env), down_wait_s=self.down_wait_s,
+                            admin_api_key=env_key(self.admin_api_key_env),
                             model_config=config, policy=self.policy)

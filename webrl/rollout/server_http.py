@@ -8,6 +8,7 @@ Model info: `GET /model_info` (`/get_model_info` is deprecated and logs a warnin
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Optional, Sequence
 
 
@@ -29,6 +30,18 @@ WEIGHT_ROUTES = ("/update_weights_from_disk", "/init_weights_update_group", "/up
                  "/destroy_weights_update_group")
 
 
+def env_key(name: str) -> str:
+    """The key held by the environment variable `name` ("" when no variable is named or it is unset)."""
+    return os.environ.get(name, "") if name else ""
+
+
+def route_headers(path: str, api_key: str = "", admin_api_key: str = "") -> dict:
+    """The Authorization header a request to `path` carries: the admin key on the weight routes
+    when there is one, else the API key; none without a key."""
+    key = (admin_api_key or api_key) if path in WEIGHT_ROUTES else api_key
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 class ServerHTTP:
     """One `httpx.Client` for a list of server base URLs, with the right key per route."""
 
@@ -37,12 +50,11 @@ class ServerHTTP:
 
         self.urls = [u.rstrip("/") for u in urls]
         self.timeout_s = timeout_s
-        self._keys = (api_key, admin_api_key or api_key)
+        self._keys = (api_key, admin_api_key)
         self.client = httpx.Client(timeout=timeout_s)
 
     def headers(self, path: str) -> dict:
-        key = self._keys[1] if path in WEIGHT_ROUTES else self._keys[0]
-        return {"Authorization": f"Bearer {key}"} if key else {}
+        return route_headers(path, *self._keys)
 
     def post(self, url: str, path: str, body: dict) -> Any:
         return self.request(url, "POST", path, body)

@@ -54,6 +54,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from webrl.rollout.server_http import env_key, route_headers
+
 LOG_TAIL_LINES = 30
 
 
@@ -225,9 +227,7 @@ class InferenceServer:
         self.process = ServerProcess(command, self.url, Path(log_dir) / "server.log", env)
         self.startup_timeout_s, self.max_restarts = startup_timeout_s, max_restarts
         self.check_interval_s, self.stop_grace_s = check_interval_s, stop_grace_s
-        api_key, admin_key = keys
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._admin_headers = {"Authorization": f"Bearer {admin_key}"} if admin_key else self._headers
+        self._keys = keys  # (API key, admin key) for the supervisor's own requests
         self.restarts = 0
         self.healthy = False
         """True from a successful /health wait until the supervisor sees the process dead."""
@@ -305,7 +305,7 @@ class InferenceServer:
         import httpx
 
         try:
-            r = httpx.get(f"{self.url}/model_info", timeout=5.0, headers=self._headers)
+            r = httpx.get(f"{self.url}/model_info", timeout=5.0, headers=route_headers("/model_info", *self._keys))
             return r.json() if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -324,7 +324,7 @@ class InferenceServer:
             body["weight_version"] = str(old["weight_version"])
         try:
             r = httpx.post(f"{self.url}/update_weights_from_disk", json=body, timeout=self.startup_timeout_s,
-                           headers=self._admin_headers)
+                           headers=route_headers("/update_weights_from_disk", *self._keys))
             ok = r.status_code == 200 and r.json().get("success") is True
         except (httpx.HTTPError, ValueError) as e:
             ok, r = False, e
@@ -351,7 +351,8 @@ def start_server_actors(config: Any, model_path: str, log_root: str | Path, plac
     actors = [actor_class.options(**options, **bundle_strategy(placement_group, bundle_offset + i)).remote(
         config.launch, model_path, config.host, config.port + i if config.port else 0, list(config.launch_args),
         str(Path(log_root) / f"server_{i}"), config.startup_timeout_s, config.max_restarts,
-        (image_pixels, config.api_key_env, config.admin_api_key_env, hidden_states))
+        dict(image_pixels=image_pixels, api_key_env=config.api_key_env, admin_api_key_env=config.admin_api_key_env,
+             hidden_states=hidden_states))
         for i in range(config.num_servers)]
     try:
         urls = ray.get([a.start.remote() for a in actors], timeout=config.startup_timeout_s + 60)
@@ -366,13 +367,14 @@ class InferenceServerActor:
     """The Ray shell: builds the command on the actor's node (its IP and a free port there)."""
 
     def __init__(self, kind: str, model_path: str, host: str, port: int, launch_args: list, log_dir: str,
-                 startup_timeout_s: float, max_restarts: int, flags: tuple = ((0, 0), "", "", False)):
+                 startup_timeout_s: float, max_restarts: int, flags: Optional[dict] = None):
         import ray
 
         port = port or free_port("127.0.0.1" if host in ("127.0.0.1", "localhost") else host)
         address = host if host not in ("0.0.0.0", "::") else ray.util.get_node_ip_address()
-        args = server_flags(kind, *flags) + list(launch_args)  # keys resolved on the server's node
-        keys = tuple(os.environ.get(name, "") if name else "" for name in flags[1:3])
+        flags = flags or {}  # `server_flags`' keywords; keys are resolved here, on the server's node
+        args = server_flags(kind, **flags) + list(launch_args)
+        keys = (env_key(flags.get("api_key_env", "")), env_key(flags.get("admin_api_key_env", "")))
         self.server = InferenceServer(launch_command(kind, model_path, port, host, args),
                                       f"http://{address}:{port}", log_dir, startup_timeout_s, max_restarts,
                                       keys=keys)

@@ -45,8 +45,8 @@ METHODS: dict[str, list[str]] = {
 def run_one(config_name: str, method: str, seed: int, out: Path, overrides: list[str]) -> dict:
     """One run of the main job; its summary (`summarize_run`)."""
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
-    from webrl.trainer import Trainer
+    from webrl.run.config import WebRLConfig
+    from webrl.run.trainer import Trainer
 
     run_dir = out / f"{method}-seed{seed}"
     if run_dir.exists():  # an interrupted attempt: its logs are appended to, so start it afresh

@@ -47,7 +47,7 @@ VARIANTS = {
 
 
 class LocalActors:
-    """What `sft_stage` needs of `webrl.actors`: a learner in this process (no Ray)."""
+    """What `sft_stage` needs of `webrl.run.actors`: a learner in this process (no Ray)."""
 
     def start_learner(self, section, run):
         from webrl.learner import LearnerGroup
@@ -60,7 +60,7 @@ class LocalActors:
 
 def recipe_config(run_dir: Path, train: str, args, variant: str):
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     overrides = [f"run.run_dir={run_dir}", f"sft.demos_dir={train}", "sft.curriculum=[]", f"sft.epochs={args.epochs}",
                  f"sft.batch_size={args.batch_size}", "tasks.eval_split=train", "tasks.eval_levels=[0]",
@@ -109,8 +109,8 @@ def step_accuracy(model_path: str, config, heldout: list) -> dict[str, float]:
 
 def task_success(model_path: str, config) -> dict[str, Any]:
     """Greedy episodes of the `webrl eval` evaluator on fresh level-0 tasks."""
-    from webrl.evaluation import summarize
-    from webrl.trainer import Trainer
+    from webrl.evaluation.summary import summarize
+    from webrl.run.trainer import Trainer
 
     cfg = dataclasses.replace(config, model=dataclasses.replace(config.model, path=model_path),
                               trainer=dataclasses.replace(config.trainer, stages=["eval"]))

@@ -6,7 +6,7 @@ held-out step accuracy predicts online success across the checkpoints (the seed'
         [--arms kl_off kl_loss kl_reward] [--work /tmp/klrl/work] [--out benchmarks/results/gui_libra_rl_DATE]
 
 Each arm is GRPO from the shipped `webrl:tiny-webagent-pointer` on the default config's task mix
-(sandbox widgets, level 0; webrl/train_config.py) with the same seed, so every arm draws the same
+(sandbox widgets, level 0; webrl/run/config.py) with the same seed, so every arm draws the same
 training tasks at iteration i and evaluates on the same held-out tasks. Only the KL settings differ
 (`ARMS`), on top of the size overrides `size_overrides` writes (fewer tasks per iteration and
 evaluation tasks than the default, so three arms fit in half an hour on 2 shared cores):
@@ -71,7 +71,7 @@ def size_overrides(args: argparse.Namespace, run_dir: Path) -> list[str]:
 
 def arm_config(arm: str, args: argparse.Namespace, run_dir: Path):
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     return load_config(WebRLConfig, "default", [*size_overrides(args, run_dir), *arm_overrides(arm, args.kl_coef)])
 
@@ -81,8 +81,8 @@ def run_arm(arm: str, args: argparse.Namespace, heldout: list, evaluate_before: 
     and of iteration 0 when `evaluate_before`. Step accuracy is taken right after each save."""
     from gui_libra import step_accuracy
 
-    from webrl.evaluation import resolve_checkpoint
-    from webrl.trainer import Trainer
+    from webrl.evaluation.summary import resolve_checkpoint
+    from webrl.run.trainer import Trainer
 
     run_dir = Path(args.work) / arm
     if run_dir.exists():  # logs append: start afresh

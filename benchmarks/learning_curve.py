@@ -40,8 +40,8 @@ from pathlib import Path
 def run_seed(config_name: str, seed: int, block: int, out: Path, overrides: list[str]) -> dict:
     """One run: {"seed", "points": [(iteration, success, wall_s)], "wall_s"}."""
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
-    from webrl.trainer import Trainer
+    from webrl.run.config import WebRLConfig
+    from webrl.run.trainer import Trainer
 
     run_dir = out / f"seed{seed}"
     config = load_config(WebRLConfig, config_name, [*overrides, f"run.seed={seed}", f"trainer.eval_every={block}",
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     runs = [run_seed(args.config, seed, args.block, out, args.overrides) for seed in args.seeds]
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     eval_tasks = load_config(WebRLConfig, args.config, args.overrides).tasks.eval_tasks
     (out / "curve.json").write_text(json.dumps({"config": args.config, "overrides": args.overrides,

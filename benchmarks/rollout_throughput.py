@@ -212,7 +212,7 @@ def main() -> None:
     from webrl.models import tiny_model
     from webrl.policy import GeneratorConfig, SamplingConfig
     from webrl.policy.prompt import PromptConfig
-    from webrl.ray_local import start_local_ray
+    from webrl.run.ray_local import start_local_ray
     from webrl.rollout import InferenceConfig
     from webrl.rollout.engines import GeneratorEngineFactory
     from webrl.rollout.placement import start_inference_workers

@@ -113,7 +113,7 @@ def fill_args(skill, goal: str, elements: Sequence[dict]) -> Optional[dict[str, 
     matching select that the goal names (longest first). A url param is never filled.
     """
     from webrl.skills import resolve_target
-    from webrl.skills.graph import tokens
+    from webrl.policy.skills.graph import tokens
 
     literal = tokens(" ".join((s.target.name if s.target and "{" not in s.target.name else "") + " "
                               + (s.text if s.text and "{" not in s.text else "") for s in skill.steps))
@@ -177,7 +177,7 @@ class GoalWordPolicy:
 
     def next_action(self, elements: Sequence[dict]):
         from webrl.actions import Action
-        from webrl.skills.graph import tokens
+        from webrl.policy.skills.graph import tokens
 
         if self.pending_enter:
             self.pending_enter = False
@@ -232,7 +232,7 @@ class ScriptedSkillPolicy:
         self.heuristic = GoalWordPolicy(self.goal)
 
     def _choose(self, url: str, elements: Sequence[dict]):
-        from webrl.skills.graph import tokens
+        from webrl.policy.skills.graph import tokens
 
         for skill in self.graph.retrieve(url, self.goal, k=len(self.graph.library)):
             args = fill_args(skill, self.goal, elements)

@@ -368,8 +368,8 @@ def train_overrides(sites: list[str], eval_tasks: int, seed: int, run_dir: Path)
 
 def evaluate(overrides: list[str]) -> dict[str, Any]:
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
-    from webrl.trainer import Trainer
+    from webrl.run.config import WebRLConfig
+    from webrl.run.trainer import Trainer
 
     summary = Trainer(load_config(WebRLConfig, None, overrides)).run_eval()
     return asdict(summary)
@@ -377,8 +377,8 @@ def evaluate(overrides: list[str]) -> dict[str, Any]:
 
 def sft(overrides: list[str], demos_dir: Path, epochs: int) -> str:
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
-    from webrl.trainer import Trainer
+    from webrl.run.config import WebRLConfig
+    from webrl.run.trainer import Trainer
 
     config = load_config(WebRLConfig, None, [*overrides, f"sft.demos_dir={demos_dir}", f"sft.epochs={epochs}",
                                              "sft.batch_size=32"])

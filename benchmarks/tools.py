@@ -485,7 +485,7 @@ def build_generator(path: str):
 
     from webrl.models import load_model
     from webrl.policy import GeneratorConfig, GeneratorPolicy
-    from webrl.train_config import default_generator
+    from webrl.run.config import default_generator
 
     config = default_generator()
     model, processor = load_model(path)

@@ -32,7 +32,7 @@ MODELS = {"tiny": {}, "mid": dict(hidden=1024, layers=8, heads=8, intermediate=2
 def measure(model_path: str, receivers: int, syncs: int, bucket_mb: float) -> dict:
     import ray
 
-    from webrl.actors import _beside
+    from webrl.run.actors import _beside
     from webrl.learner import LearnerConfig, LearnerGroup, LearnerRun
     from webrl.learner.config import WeightSyncConfig
     from webrl.rollout.engines import GeneratorEngineFactory
@@ -100,7 +100,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "600")  # a loaded machine starts Ray slowly
     from webrl.models import tiny_model
-    from webrl.ray_local import start_local_ray
+    from webrl.run.ray_local import start_local_ray
 
     work = Path(tempfile.mkdtemp(prefix="weight-sync-", dir=args.work))
     start_local_ray(args.cpus, str(work / "ray"), {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"})

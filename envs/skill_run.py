@@ -48,7 +48,7 @@ from webrl.envs.episode import Episode
 from webrl.envs.execute import PageUnresponsive
 from webrl.envs.observation import ObservationConfig, collect_elements
 from webrl.envs.safety import Deadline
-from webrl.skills.skill import SkillArgsError, SkillFileError, SkillLibrary, SkillStep, resolve_target
+from webrl.envs.skills import SkillArgsError, SkillFileError, SkillLibrary, SkillStep, resolve_target
 
 NO_LIBRARY = "no skill library: this environment has no skills (WebEnvConfig.skills_dir is empty)"
 TARGET_MISSING = "no element matches on this page"

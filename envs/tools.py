@@ -52,7 +52,7 @@ from urllib.parse import quote, urljoin
 
 from webrl.actions import Action, is_call_name
 from webrl.envs.skill_run import SkillRun
-from webrl.skills.skill import Skill, SkillFileError, SkillStep, placeholders
+from webrl.envs.skills import Skill, SkillFileError, SkillStep, placeholders
 
 TOOL_KINDS = ("http", "navigate", "macro")
 PARAM_TYPES = ("text", "integer")
@@ -181,7 +181,7 @@ class Tool:
 
 
 def _skill_param(p: ToolParam):
-    from webrl.skills.skill import SkillParam
+    from webrl.envs.skills import SkillParam
 
     return SkillParam(p.name, "text", p.description)
 
@@ -405,7 +405,7 @@ class EpisodeToolRunner:
 
     def macro(self, skill: Skill, args: Mapping[str, str]) -> SkillRun:
         from webrl.envs.skill_run import EpisodeSkillSteps, run_skill
-        from webrl.skills.skill import SkillLibrary
+        from webrl.envs.skills import SkillLibrary
 
         steps = EpisodeSkillSteps(self.episode, self.execute, self.observation, self.deadline, self.step_timeout_s)
         run = run_skill(Action.skill(skill.name, args), SkillLibrary([skill]), steps)

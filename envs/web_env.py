@@ -45,7 +45,7 @@ from webrl.envs.skill_run import EpisodeSkillSteps, run_skill, skill_step_count,
 from webrl.envs.tools import EpisodeToolRunner, Tool, load_tools_file, run_tool, task_tools, tool_step_count, tools_text
 from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
 from webrl.envs.watchdog import BrowserWatchdog
-from webrl.skills.skill import SkillLibrary
+from webrl.envs.skills import SkillLibrary
 
 MAX_ACTION_CHARS = 4096
 

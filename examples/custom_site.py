@@ -27,8 +27,8 @@ from ray.tune.registry import register_env
 from webrl.config import ConfigError, load_config
 from webrl.envs import WebEnv
 from webrl.envs.task import BaseTask, TaskReward, TaskSpec
-from webrl.train_config import WebRLConfig
-from webrl.trainer import Trainer
+from webrl.run.config import WebRLConfig
+from webrl.run.trainer import Trainer
 
 COLORS = ("red", "green", "blue")
 ENV_NAME = "colour-picker"

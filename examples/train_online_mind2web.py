@@ -19,8 +19,8 @@ import argparse
 import sys
 
 from webrl.config import ConfigError, load_config
-from webrl.train_config import WebRLConfig
-from webrl.trainer import Trainer
+from webrl.run.config import WebRLConfig
+from webrl.run.trainer import Trainer
 
 
 def parse_args(argv=None) -> argparse.Namespace:

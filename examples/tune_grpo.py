@@ -19,10 +19,10 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
 from webrl.config import load_config
-from webrl.ray_local import start_local_ray
-from webrl.train_config import WebRLConfig
-from webrl.trainer import Trainer
-from webrl.tune import WebRLTrainable
+from webrl.run.ray_local import start_local_ray
+from webrl.run.config import WebRLConfig
+from webrl.run.trainer import Trainer
+from webrl.run.tune import WebRLTrainable
 
 
 def main() -> int:

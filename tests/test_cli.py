@@ -3,12 +3,12 @@ import pytest
 
 from tests.chat_stub import chat_reply, chat_server
 
-from webrl.cli import COMMANDS, _dashed_overrides, main
+from webrl.cli import COMMANDS, dashed_overrides, main
 
 
 def test_dashed_and_key_value_forms_are_the_same_overrides():
-    assert _dashed_overrides(["--n", "400", "--out=/tmp/d", "--split", "test"]) == ["n=400", "out=/tmp/d", "split=test"]
-    assert _dashed_overrides(["--resume"]) == ["resume=true"]
+    assert dashed_overrides(["--n", "400", "--out=/tmp/d", "--split", "test"]) == ["n=400", "out=/tmp/d", "split=test"]
+    assert dashed_overrides(["--resume"]) == ["resume=true"]
 
 
 def test_every_command_lists_documented_keys(capsys):

@@ -22,7 +22,7 @@ import torch
 from tests.rollout.test_dyna import ThreadedWorker
 from tests.test_trainer import LocalActors
 from webrl.config import load_config
-from webrl.train_config import WebRLConfig
+from webrl.run.config import WebRLConfig
 
 STACKS = {"none": [], "cascade": ["cascade"], "loci": ["loci"], "skills": ["skills"], "loci+cascade": ["loci", "cascade"]}
 LOGPROB_TOL = 1e-4  # as tests/rollout/test_server_engine.py: unpadded (server) vs left-padded (in process)
@@ -132,7 +132,7 @@ class SharedActors(LocalActors):
 
 
 def run_one_iteration(world, name, extra):
-    from webrl.trainer import Trainer
+    from webrl.run.trainer import Trainer
 
     torch.manual_seed(0)
     run_dir = world["root"] / name

@@ -2,7 +2,7 @@
 import pytest
 
 from webrl.config import ConfigError, ModelConfig, describe, field_docs, list_presets, load_config
-from webrl.train_config import WebRLConfig
+from webrl.run.config import WebRLConfig
 
 
 def test_defaults_preset_and_overrides_layer_in_order(tmp_path):
@@ -93,7 +93,7 @@ def test_every_entry_point_resolves_the_one_embedded_default(capsys):
 
     from webrl.cli import main
     from webrl.config import to_yaml
-    from webrl.tune import trial_config
+    from webrl.run.tune import trial_config
 
     embedded = to_yaml(WebRLConfig())
     assert to_yaml(load_config(WebRLConfig, None)) == embedded

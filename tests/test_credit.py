@@ -1,4 +1,4 @@
-"""`webrl.credit.trajectories_to_samples`: the pure step from scored trajectories to learner samples."""
+"""`webrl.learner.credit.trajectories_to_samples`: the pure step from scored trajectories to learner samples."""
 import dataclasses
 import math
 
@@ -7,7 +7,7 @@ import torch
 import pytest
 
 from webrl.algos import GRPOConfig, PPOConfig
-from webrl.credit import ADVANTAGE_STAGES, gae_stage, trajectories_to_samples
+from webrl.learner.credit import ADVANTAGE_STAGES, gae_stage, trajectories_to_samples
 from webrl.types import Trajectory, Turn
 
 
@@ -90,7 +90,7 @@ def test_ppo_stage_puts_the_reward_on_the_last_sampled_turn():
 
 def _on_pages(traj, pages):
     """Give the trajectory's turns the page states `pages` (URL + one element line each)."""
-    from webrl.records import TurnObservation
+    from webrl.types.records import TurnObservation
 
     for turn, page in zip(traj.turns, pages):
         turn.observation = TurnObservation(url=f"http://127.0.0.1:9/{page}", elements_text=f"[0] button {page}")

@@ -8,7 +8,7 @@ from tests.helpers import sandbox_task
 
 
 def test_summary_counts_scored_trajectories_per_site_and_level():
-    from webrl.evaluation import success_table, summarize
+    from webrl.evaluation.summary import success_table, summarize
     from webrl.types import Trajectory
 
     tasks = [sandbox_task("shop", 0), sandbox_task("shop", 0), sandbox_task("shop", 1), sandbox_task("wiki", 0), sandbox_task("wiki", 0)]
@@ -26,7 +26,7 @@ def test_summary_counts_scored_trajectories_per_site_and_level():
 
 def test_om2w_export_makes_task_ids_folder_safe_and_distinct(tmp_path):
     from webrl.actions import Action
-    from webrl.evaluation import export_om2w
+    from webrl.evaluation.summary import export_om2w
     from webrl.types import Image, Trajectory, Turn
 
     shot = Image(b"\x89PNG-not-decoded", "png")
@@ -69,7 +69,7 @@ class FixedSource:
 
 
 def test_evaluator_logs_greedy_and_sampled_outcomes_per_task_in_draw_order(tmp_path):
-    from webrl.evaluator import Evaluator, sampled_line
+    from webrl.evaluation.evaluator import Evaluator, sampled_line
     from webrl.reward import ProgrammaticReward, score_trajectories
 
     tasks = [sandbox_task("widgets", 0, f"t{i}") for i in range(3)]
@@ -98,7 +98,7 @@ def test_evaluator_logs_greedy_and_sampled_outcomes_per_task_in_draw_order(tmp_p
 
 
 def test_evaluator_without_tasks_does_nothing_and_sampling_needs_a_coordinator(tmp_path):
-    from webrl.evaluator import Evaluator
+    from webrl.evaluation.evaluator import Evaluator
 
     greedy = ScriptedCoordinator([])
     assert Evaluator(FixedSource([]), greedy, None, None, tmp_path / "o.jsonl", tasks=0, seed=0).evaluate("x", 0).metrics == {}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import free_port, stop_started
-from webrl.ray_local import CLUSTER_MODE_ENV
+from webrl.run.ray_local import CLUSTER_MODE_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 # what --working-dir must not upload: the venv, run folders, build outputs, git objects
@@ -30,7 +30,7 @@ def test_ray_job_submit_runs_the_smoke_preset(tmp_path, run_dir):
     venv_bin = Path(sys.executable).parent
     temp_dir = tempfile.mkdtemp(prefix="rj", dir=run_dir)  # short: Ray's socket paths have a length limit
     # cluster mode off: `ray start` would otherwise resolve 127.0.0.1 to this machine's interface
-    # address (webrl.ray_local); the job's driver inherits it from the head
+    # address (webrl.run.ray_local); the job's driver inherits it from the head
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1",
            CLUSTER_MODE_ENV: "0", "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
     env.pop("RAY_ADDRESS", None)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from webrl.config import ConfigError
-from webrl.plan import (GIB, PlanSettings, launch_fraction, layer_activation_bytes, learner_memory, load_plan_config,
+from webrl.run.plan import (GIB, PlanSettings, launch_fraction, layer_activation_bytes, learner_memory, load_plan_config,
                         load_shapes, plan_main, plan_memory, rollout_memory, shapes_from_hf_config, zero_state_bytes)
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "qwen3_vl_4b_config.json")
@@ -222,9 +222,9 @@ def test_wrong_model_type_is_refused():
 
 
 def test_config_instance_route_and_keys(capsys):
-    from webrl import plan as plan_module
+    from webrl.run import plan as plan_module
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     schema = plan_module.PlanCommandConfig  # what webrl.cli's COMMANDS entry would name
     assert issubclass(schema, WebRLConfig)

@@ -1,4 +1,4 @@
-"""webrl.ray_local: a local instance stays on loopback (its node, its actors' address and every
+"""webrl.run.ray_local: a local instance stays on loopback (its node, its actors' address and every
 connection its processes hold), and the cluster-mode switch is restored for later joins."""
 import ipaddress
 import os
@@ -24,7 +24,7 @@ def test_a_local_instance_registers_and_connects_on_loopback_only(ray_cluster):
     import ray
     from ray._private import ray_constants
 
-    from webrl.ray_local import CLUSTER_MODE_ENV
+    from webrl.run.ray_local import CLUSTER_MODE_ENV
 
     @ray.remote(num_cpus=0)
     class Probe:

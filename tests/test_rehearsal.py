@@ -185,7 +185,7 @@ def test_the_4b_preset_places_trains_checkpoints_and_resumes_on_two_nodes(tmp_pa
     venv_bin = Path(sys.executable).parent
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1",
            "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
-           # loaded cores: a raylet or agent slow to register is waited for (as webrl.ray_local does)
+           # loaded cores: a raylet or agent slow to register is waited for (as webrl.run.ray_local does)
            "RAY_raylet_start_wait_time_s": "120", "RAY_agent_register_timeout_ms": "120000"}
     env.pop("RAY_ADDRESS", None)
     port = free_port()

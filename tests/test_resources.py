@@ -1,4 +1,4 @@
-"""Resources checked before anything starts (webrl.resources): the placement check worked by hand,
+"""Resources checked before anything starts (webrl.run.resources): the placement check worked by hand,
 the 4B preset's layout, and, on a real local Ray, a run that asks for GPUs this machine lacks
 refused before any actor starts, and start-up waits that end with a named error."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 
 from webrl.config import load_config
 from webrl.config import ConfigError
-from webrl.resources import (ResourceError, check_resources, placement_refusal, request_rows, resource_table,
+from webrl.run.resources import (ResourceError, check_resources, placement_refusal, request_rows, resource_table,
                              row_bundles, wait_for)
-from webrl.train_config import ResourcesConfig, WebRLConfig, bundle_layout, run_layout
+from webrl.run.config import ResourcesConfig, WebRLConfig, bundle_layout, run_layout
 
 PRESET_4B = ("online_mind2web_qwen3vl_4b", ["tasks.file=/x.json", "model.path=/m",
                                             "reward.openai.base_url=http://127.0.0.1:1/v1"])
@@ -105,7 +105,7 @@ def test_layout_indices_with_and_without_the_evaluation_worker():
     assert (without.learner, without.inference, without.env, len(without.bundles)) == (1, 3, 6, 8)
     # launched servers come last; a server (or any actor) that reserves nothing gets a sliver of a
     # CPU, since Ray refuses a bundle of zeros
-    from webrl.train_config import MIN_BUNDLE_CPU
+    from webrl.run.config import MIN_BUNDLE_CPU
 
     zero_env = ResourcesConfig(num_env_workers=1, cpus_per_env_worker=0.0)
     layout = bundle_layout(zero_env, eval_worker=False, servers=(2, 0.0, 0.0))
@@ -136,7 +136,7 @@ def test_startup_timeout_and_gpu_fractions_are_validated():
 def test_a_run_asking_for_gpus_this_machine_lacks_is_refused_before_any_actor_starts(ray_cluster, tmp_path):
     import ray
 
-    from webrl.actors import RunActors
+    from webrl.run.actors import RunActors
 
     config = load_config(WebRLConfig, "smoke", [f"run.run_dir={tmp_path}", "resources.gpus_per_learner_rank=1"])
     actors = RunActors(config, tmp_path)
@@ -153,7 +153,7 @@ def test_a_run_asking_for_gpus_this_machine_lacks_is_refused_before_any_actor_st
 def test_start_up_waits_end_with_an_error_naming_what_they_waited_for(ray_cluster, tmp_path):
     import ray
 
-    from webrl.actors import RunActors
+    from webrl.run.actors import RunActors
     from webrl.learner import LearnerGroup
     from webrl.learner.config import LearnerConfig, LearnerRun
 
@@ -194,7 +194,7 @@ def test_launched_inference_servers_are_asked_for_in_eval_and_not_in_sft():
 
 
 def test_a_driver_joining_a_loopback_cluster_registers_on_loopback():
-    from webrl.actors import _loopback_node
+    from webrl.run.actors import _loopback_node
 
     assert _loopback_node("127.0.0.1:6379") == {"_node_ip_address": "127.0.0.1"}
     assert _loopback_node("[::1]:6379") == {"_node_ip_address": "::1"}
@@ -206,7 +206,7 @@ def test_ray_temp_dir_stays_in_the_run_folder_only_while_its_sockets_fit(run_dir
     import tempfile
     from pathlib import Path
 
-    from webrl.actors import RAY_TEMP_DIR_MAX, _ray_temp_dir
+    from webrl.run.actors import RAY_TEMP_DIR_MAX, _ray_temp_dir
 
     # the longest socket path Ray builds below its temp dir, with a 7-digit pid
     longest = "/session_2026-12-02_02-12-08_301205_4194304/sockets/plasma_store"

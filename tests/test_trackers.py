@@ -1,4 +1,4 @@
-"""Experiment trackers (webrl.trackers through RunLog): off by default, validated config keys,
+"""Experiment trackers (webrl.run.trackers through RunLog): off by default, validated config keys,
 and a run with W&B and MLflow on writes offline files that each library's own reader reads
 back with the TensorBoard tags and steps, the config, and the before/after table."""
 import json
@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from webrl.config import ConfigError, RunConfig, load_config
-from webrl.run_log import RunLog
-from webrl.train_config import WebRLConfig
-from webrl.trackers import OFFLINE_ENV, before_after_rows, flatten
+from webrl.run.log import RunLog
+from webrl.run.config import WebRLConfig
+from webrl.run.trackers import OFFLINE_ENV, before_after_rows, flatten
 
 TRACKER_ENV = [*OFFLINE_ENV, "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_ARTIFACT_DIR"]
 
@@ -128,7 +128,7 @@ def test_wandb_and_mlflow_offline_runs_read_back(tmp_path, tracker_env):
 
 
 def test_a_tracker_failing_mid_run_is_dropped_and_the_log_goes_on(tmp_path, capsys):
-    from webrl.run_log import RunLog
+    from webrl.run.log import RunLog
 
     class Broken:
         def __init__(self):

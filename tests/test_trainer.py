@@ -9,7 +9,7 @@ import pytest
 
 from webrl.config import ConfigError, load_config
 from webrl.rollout.balanced import SuccessEstimates
-from webrl.train_config import WebRLConfig
+from webrl.run.config import WebRLConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -217,7 +217,7 @@ class LocalActors:
 def test_the_loop_collects_scores_credits_updates_syncs_and_checkpoints_without_ray(tmp_path, capsys):
     import math
 
-    from webrl.trainer import Trainer
+    from webrl.run.trainer import Trainer
 
     config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "trainer.iterations=2",
                                               "tasks.tasks_per_iteration=2", "rollout.group_size=2",
@@ -253,8 +253,8 @@ def test_balanced_rollout_plans_group_sizes_and_keeps_its_estimates_in_checkpoin
     iteration 1's outcomes; the estimates (12 outcomes by family) go into the checkpoint."""
     from webrl.rollout import RolloutCoordinator
     from webrl.rollout.balanced import family_key, plan_rollouts, update_estimates
-    from webrl.task_sources import draw_tasks, task_rng, task_sources
-    from webrl.trainer import Trainer
+    from webrl.envs.task import draw_tasks, task_rng, task_sources
+    from webrl.run.trainer import Trainer
 
     calls = []
     collect = RolloutCoordinator.collect
@@ -296,7 +296,7 @@ def test_balanced_rollout_plans_group_sizes_and_keeps_its_estimates_in_checkpoin
 
 
 def test_a_resumed_run_keeps_the_estimates_counts_under_its_own_prior(tmp_path):
-    from webrl.trainer import Trainer
+    from webrl.run.trainer import Trainer
 
     saved = SuccessEstimates(prior_success_rate=0.5)
     saved.update("shop/l1/train/add_to_cart", [1.0, 0.0, 0.0])
@@ -321,8 +321,8 @@ def test_balanced_rollout_runs_with_evaluation_tasks(tmp_path):
     """The evaluation's one-episode (and sampled) coordinators leave balanced rollout out: its
     group-size bounds (min_group 2) had refused group_size=1 and the run died before iteration 1."""
     from webrl.rollout.balanced import BalancedRolloutConfig
-    from webrl.run_parts import evaluation_rollout
-    from webrl.trainer import Trainer
+    from webrl.run.parts import evaluation_rollout
+    from webrl.run.trainer import Trainer
 
     config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "trainer.iterations=1",
                                               "tasks.tasks_per_iteration=2", "rollout.group_size=2",
@@ -364,7 +364,7 @@ def test_ppo_runs_the_loop_and_a_resumed_run_ends_with_the_uninterrupted_weights
     import torch
 
     from webrl.learner.checkpoint import read_state
-    from webrl.trainer import Trainer
+    from webrl.run.trainer import Trainer
 
     def run(folder, *extra):
         config = load_config(WebRLConfig, None, [f"run.run_dir={folder}", "tasks.tasks_per_iteration=2",

@@ -7,7 +7,7 @@ import pytest
 from tests.rollout.test_dyna import ThreadedWorker
 from tests.test_trainer import LocalActors
 from webrl.config import ConfigError, load_config
-from webrl.train_config import WebRLConfig
+from webrl.run.config import WebRLConfig
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -97,7 +97,7 @@ def run_dyna(tmp_path, seed: int, overrides: list[str]):
     iteration, joint_group A', 2 turns, no evaluation): its RL metric rows and the actors."""
     import torch
 
-    from webrl.trainer import Trainer
+    from webrl.run.trainer import Trainer
 
     torch.manual_seed(seed)
     config = load_config(WebRLConfig, None, [
@@ -141,7 +141,7 @@ def test_one_simrollout_iteration_then_one_grpo_iteration_from_the_config(tmp_pa
 @pytest.mark.browser
 @pytest.mark.slow
 def test_train_collected_trains_the_collected_batch_beside_the_refined_samples(tmp_path):
-    from webrl.credit import trajectories_to_samples
+    from webrl.learner.credit import trajectories_to_samples
     from webrl.reward import build_reward, score_trajectories
     from webrl.types import load_trajectories
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from webrl.config import ConfigError
-from webrl.train_config import bundle_layout
-from webrl.tune import trial_config
+from webrl.run.config import bundle_layout
+from webrl.run.tune import trial_config
 
 
 def test_trial_config_maps_dotted_keys_onto_the_preset():
@@ -26,7 +26,7 @@ def test_trial_config_maps_dotted_keys_onto_the_preset():
 def test_resource_request_covers_every_actor_of_the_trial():
     from ray import tune
 
-    from webrl.tune import WebRLTrainable
+    from webrl.run.tune import WebRLTrainable
 
     cfg = {"preset": "smoke", "resources.learner_ranks": 2, "resources.num_inference_workers": 2,
            "resources.num_env_workers": 3, "resources.gpus_per_learner_rank": 1.0}
@@ -48,8 +48,8 @@ def test_two_trials_two_iterations_and_a_trial_restored_from_its_checkpoint(tmp_
     import ray
     from ray import tune
 
-    from webrl.ray_local import start_local_ray
-    from webrl.tune import WebRLTrainable
+    from webrl.run.ray_local import start_local_ray
+    from webrl.run.tune import WebRLTrainable
 
     markers = tmp_path / "failed"
     markers.mkdir()

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from webrl.config import ConfigError, describe, list_presets, load_config, to_yaml  # noqa: E402
+from webrl.config import ConfigError, dashed_overrides, describe, list_presets, load_config, to_yaml  # noqa: E402
 
 
 def _resolve(dotted: str):
@@ -39,7 +39,7 @@ class Command:
     """Name of a config field that may also be given as the first positional argument."""
 
 
-_TRAIN_SCHEMA = "webrl.train_config:WebRLConfig"
+_TRAIN_SCHEMA = "webrl.run.config:WebRLConfig"
 
 COMMANDS: dict[str, Command] = {
     "train": Command("run the main job: evaluate, (SFT,) GRPO iterations, evaluate (Trainer.fit); "
@@ -89,7 +89,7 @@ COMMANDS: dict[str, Command] = {
 ARGPARSE_COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("print a run's placement and per-GPU memory plan (weights, gradients, optimizer, activations, KV "
              "cache) against a described cluster; exit 1 when it does not fit (--config PRESET plan.gpus_per_node=8 ...)",
-             "webrl.plan:plan_main"),
+             "webrl.run.plan:plan_main"),
     "heads-train": ("train decision heads on logged steps with the generator frozen (--generator, --data)",
                     "webrl.policy.cascade.train:heads_train_main"),
 }
@@ -155,21 +155,21 @@ def demos_main(config: DemosConfig) -> int:
 
 
 def train_main(config) -> int:
-    from webrl.trainer import Trainer
+    from webrl.run.trainer import Trainer
 
     Trainer(config).fit()
     return 0
 
 
 def sft_main(config) -> int:
-    from webrl.trainer import Trainer
+    from webrl.run.trainer import Trainer
 
     Trainer(config).run_sft()
     return 0
 
 
 def eval_main(config) -> int:
-    from webrl.trainer import Trainer
+    from webrl.run.trainer import Trainer
 
     if not config.model.path and not config.eval.endpoint:
         print("webrl eval: neither model.path nor eval.endpoint is set; evaluating a tiny random-init model",
@@ -220,7 +220,7 @@ def with_trained_prompt(config, schema, preset, overrides: list[str]):
     in every `generator.prompt` key the command line does not set: a checkpoint reads only the
     prompt it learned (a preset's or a default's other value gave 0% success with a warning).
     Keys given as `generator.prompt.KEY=...` win (the trainer still warns about them)."""
-    from webrl.evaluation import resolve_checkpoint
+    from webrl.evaluation.summary import resolve_checkpoint
     from webrl.policy.trained_prompt import trained_prompt
 
     path = config.model.path
@@ -240,32 +240,6 @@ def with_trained_prompt(config, schema, preset, overrides: list[str]):
     return load_config(schema, preset, [*adopt, *overrides])
 
 
-def _dashed_overrides(extra: list[str], positional: Optional[str] = None) -> list[str]:
-    """`--n 400 --out DIR` / `--out=DIR` / `n=400` -> ["n=400", "out=DIR"]; a bare first
-    argument sets `positional` (e.g. `webrl view RUN_DIR`)."""
-    out, i = [], 0
-    while i < len(extra):
-        item = extra[i]
-        if not item.startswith("--"):
-            if "=" in item:
-                out.append(item)
-            elif positional and i == 0:
-                out.append(f"{positional}={item}")
-            else:
-                raise ConfigError(f"cannot read argument {item!r}; use key=value or --key value")
-            i += 1
-            continue
-        key = item[2:].replace("-", "_")
-        if "=" in key:
-            out.append(key)
-            i += 1
-        elif i + 1 < len(extra) and not extra[i + 1].startswith("--"):
-            out.append(f"{key}={extra[i + 1]}")
-            i += 2
-        else:
-            out.append(f"{key}=true")
-            i += 1
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if args.command:
         try:
-            args.args = _dashed_overrides(extra, COMMANDS[args.command].positional)
+            args.args = dashed_overrides(extra, COMMANDS[args.command].positional)
         except ConfigError as e:
             print(f"webrl {args.command}: config error: {e}", file=sys.stderr)
             return 2

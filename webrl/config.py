@@ -1,7 +1,7 @@
 """Structured configs: one dataclass per component, YAML presets, `key=value` overrides.
 
 Every component declares its own small dataclass (a docstring string under each field,
-validation in `__post_init__`) next to its code; `webrl.train_config.WebRLConfig` only
+validation in `__post_init__`) next to its code; `webrl.run.config.WebRLConfig` only
 composes them. A run's
 config is built in three layers, later ones winning::
 
@@ -20,17 +20,36 @@ import textwrap
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import Any, Optional, Sequence, TypeVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 PRESET_DIR = Path(__file__).parent / "configs"
+TRACKERS = ("wandb", "mlflow")
+"""The experiment trackers `run.trackers` accepts (webrl.run.trackers implements them)."""
 T = TypeVar("T")
 
 
 class ConfigError(ValueError):
     """A configuration mistake: the message names the key and what would be valid."""
+
+
+class ResourceError(RuntimeError):
+    """The run asks for resources the cluster cannot give, or a wait for Ray ran out of time."""
+
+
+def wait_for(refs: Any, timeout_s: float, what: str) -> Any:
+    """`ray.get(refs)` that fails after `timeout_s` naming `what` it was waiting for."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    try:
+        return ray.get(refs, timeout=timeout_s)
+    except GetTimeoutError:
+        raise ResourceError(f"timed out after {timeout_s:g} s waiting for {what} (resources.startup_timeout_s); "
+                            "the cluster may lack the resources (see the resource table printed at start-up), "
+                            "or start-up is slow (loading a model, launching a browser)") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -50,7 +69,7 @@ class RunConfig:
     """Continue from the last checkpoint in run_dir."""
     trackers: list[str] = dataclasses.field(default_factory=list)
     """Experiment trackers beside metrics.jsonl and TensorBoard, offline, inside the run folder:
-    wandb | mlflow (`webrl.trackers`); [] = none."""
+    wandb | mlflow (`webrl.run.trackers`); [] = none."""
     wandb_project: str = "webrl"
     """W&B project of the offline run (needs "wandb" in run.trackers)."""
     mlflow_experiment: str = "webrl"
@@ -59,8 +78,6 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
             raise ConfigError(f"run.name must be a non-empty name without '/', got {self.name!r}")
-        from webrl.trackers import TRACKERS
-
         self.trackers = list(self.trackers)
         bad = [t for t in self.trackers if t not in TRACKERS]
         if bad or len(set(self.trackers)) != len(self.trackers):
@@ -250,3 +267,31 @@ def describe(schema: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
         else:
             rows.append((f"{prefix}{f.name}", _type_name(tp), getattr(default, f.name), docs.get(f.name, "")))
     return rows
+
+
+def dashed_overrides(extra: list[str], positional: Optional[str] = None) -> list[str]:
+    """`--n 400 --out DIR` / `--out=DIR` / `n=400` -> ["n=400", "out=DIR"]; a bare first
+    argument sets `positional` (e.g. `webrl view RUN_DIR`)."""
+    out, i = [], 0
+    while i < len(extra):
+        item = extra[i]
+        if not item.startswith("--"):
+            if "=" in item:
+                out.append(item)
+            elif positional and i == 0:
+                out.append(f"{positional}={item}")
+            else:
+                raise ConfigError(f"cannot read argument {item!r}; use key=value or --key value")
+            i += 1
+            continue
+        key = item[2:].replace("-", "_")
+        if "=" in key:
+            out.append(key)
+            i += 1
+        elif i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            out.append(f"{key}={extra[i + 1]}")
+            i += 2
+        else:
+            out.append(f"{key}=true")
+            i += 1
+    return out

@@ -84,7 +84,7 @@ def test_report_rereads_the_run_folders(ca, tmp_path):
 
 def test_every_method_selects_what_it_names_in_the_default_config(ca):
     from webrl.config import load_config
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     configs = {m: load_config(WebRLConfig, "default", overrides) for m, overrides in ca.METHODS.items()}
     assert configs["grpo"].learner.objective == "grpo" and not configs["grpo"].dyna.enabled

@@ -102,9 +102,9 @@ class FakeTrainer:
 def test_one_arm_rows_from_a_stand_in_trainer(bench, tmp_path, monkeypatch):
     import importlib
 
-    import webrl.trainer
+    import webrl.run.trainer
 
-    monkeypatch.setattr(webrl.trainer, "Trainer", FakeTrainer)
+    monkeypatch.setattr(webrl.run.trainer, "Trainer", FakeTrainer)
     gui_libra = importlib.import_module("gui_libra")  # benchmarks/ is on sys.path once the benchmark loads
     seen = []
 

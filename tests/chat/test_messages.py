@@ -2,7 +2,7 @@
 import pytest
 
 from webrl.chat import ChatMessage
-from webrl.chat import tokens
+from webrl.models import tokens
 from webrl.types import Image
 
 

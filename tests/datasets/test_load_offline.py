@@ -72,7 +72,7 @@ def _artifact(fmt, tmp_path):
 def pointer_policy():
     from webrl.models import load_model
     from webrl.policy import GeneratorPolicy
-    from webrl.train_config import default_generator
+    from webrl.run.config import default_generator
 
     model, processor = load_model("webrl:tiny-webagent-pointer")
     return GeneratorPolicy(model, processor, default_generator())

@@ -20,7 +20,7 @@ from webrl.envs.browser import InfraError
 from webrl.envs.task import BaseTask
 from webrl.envs.worker import EnvStepResult
 from webrl.policy.types import Decision
-from webrl.records import TrajectoryInfo
+from webrl.types.records import TrajectoryInfo
 from webrl.rollout import InferenceConfig, InferenceWorker, RolloutConfig, RolloutCoordinator
 from webrl.envs.recording import RecordingConfig, RecordingError, find_recording, recording_file_name
 from tests.envs.helpers import element_id

@@ -15,7 +15,7 @@ from webrl.envs.sites import server
 from webrl.envs.sites.source import make_task
 from webrl.envs.skill_run import NO_LIBRARY, run_skill, skill_step_count, skills_text
 from webrl.envs.worker import EnvStepResult
-from webrl.skills.skill import Skill, SkillFileError, SkillLibrary, SkillParam, SkillStep, Target
+from webrl.envs.skills import Skill, SkillFileError, SkillLibrary, SkillParam, SkillStep, Target
 from webrl.types import Turn, load_trajectories, save_trajectories
 
 SEARCH_AND_OPEN = Skill(

@@ -14,7 +14,7 @@ from webrl.envs.sites.source import make_task
 from webrl.envs.tools import (NO_TOOLS, Tool, ToolFileError, ToolParam, load_tools_file, run_tool, task_tools,
                               tool_step_count, tools_text)
 from webrl.envs.worker import EnvStepResult
-from webrl.skills.skill import SkillStep, Target
+from webrl.envs.skills import SkillStep, Target
 from webrl.types import Turn, load_trajectories, save_trajectories
 
 SEARCH = Tool("search_catalog", "Search", params=(ToolParam("query"),), kind="http", url="/shop/api/search?q={query}")

@@ -74,7 +74,7 @@ def test_ray_actor_shell(run_dir, fixture_server):
     import ray
 
     from webrl.envs import make_env_worker_actor
-    from webrl.ray_local import start_local_ray
+    from webrl.run.ray_local import start_local_ray
 
     start_local_ray(2, tempfile.mkdtemp(prefix="ray", dir=run_dir))  # on loopback, retried on a loaded box
     try:

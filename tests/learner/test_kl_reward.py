@@ -9,9 +9,9 @@ from webrl.algos import GRPOConfig, LearnerOutputs, PPOConfig
 from webrl.algos.losses import PolicyLossConfig
 from webrl.algos.objectives import grpo, kl_shaped_advantages
 from webrl.config import ConfigError, load_config
-from webrl.credit import gae_stage, trajectories_to_samples
+from webrl.learner.credit import gae_stage, trajectories_to_samples
 from webrl.learner.samples import LearnerSample, collate
-from webrl.train_config import WebRLConfig
+from webrl.run.config import WebRLConfig
 from webrl.types import Trajectory, Turn
 
 # one sample, prompt of 2 tokens, response of 2: positions 2 and 3 are trained on

@@ -251,14 +251,14 @@ def test_run_actors_sync_through_the_group_decides_as_the_object_store_path(ray_
     import ray
 
     from tests.learner.helpers import learner_config, learner_run, make_samples
-    from webrl.actors import RunActors
+    from webrl.run.actors import RunActors
     from webrl.config import load_config
     from webrl.learner.config import WeightSyncConfig
     from webrl.models import load_model
     from webrl.policy.cascade.synthetic import make_steps
     from webrl.policy.generator import GeneratorConfig, SamplingConfig
     from webrl.policy.prompt import PromptConfig
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     config = load_config(WebRLConfig, "smoke", [f"run.run_dir={tmp_path}", "learner.weight_sync.mode=collective",
                                                 "learner.weight_sync.bucket_mb=0.0625",
@@ -295,7 +295,7 @@ def test_run_actors_sync_through_the_group_decides_as_the_object_store_path(ray_
 
 def test_a_weight_sync_mode_the_engine_cannot_take_is_refused_when_the_config_loads():
     from webrl.config import ConfigError, load_config
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     with pytest.raises(ConfigError, match=r"learner.weight_sync.mode='disk' cannot reach rollout.engine='transformers'"):
         load_config(WebRLConfig, None, ["learner.weight_sync.mode=disk"])

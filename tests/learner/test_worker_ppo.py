@@ -59,7 +59,7 @@ def test_ppo_update_trains_value_head_and_keeps_reference_fixed(ppo_setup):
 # -- PPO through the learner's own start-of-update pass: old values, GAE, resume, ZeRO-3 ----------
 def outcome_samples(processor, rewards, turns=1, images=True):
     """`len(rewards)` trajectories of `turns` turn samples each, trajectory k's reward on its last
-    turn (as `webrl.credit.ppo_stage` gives them); advantage 0 until GAE fills it in."""
+    turn (as `webrl.learner.credit.ppo_stage` gives them); advantage 0 until GAE fills it in."""
     samples = make_samples(processor, len(rewards) * turns, images=images)
     return [dataclasses.replace(s, trajectory_index=i // turns, group_index=0, turn_index=i % turns, advantage=0.0,
                                 reward=rewards[i // turns] if i % turns == turns - 1 else 0.0)
@@ -75,7 +75,7 @@ def ppo_config(**batching):
 def test_the_update_takes_old_values_from_its_first_pass_and_gae_from_them(tiny_qwen3vl_path):
     """After one update the value head is non-zero; the next update's samples get old_value =
     the head's values at its start and the GAE of those values (hand formula of test_credit)."""
-    from webrl.credit import gae_stage
+    from webrl.learner.credit import gae_stage
 
     _, processor = load_model(tiny_qwen3vl_path)
     group = LearnerGroup(ppo_config(mini_batches=2), learner_run(tiny_qwen3vl_path), 1, use_ray=False)

@@ -54,8 +54,8 @@ def test_shipped_checkpoint_meets_its_model_card(name, tmp_path, monkeypatch):
 
     from webrl.config import load_config
     from webrl.models.shipped import ASSETS, resolve_shipped
-    from webrl.train_config import WebRLConfig
-    from webrl.trainer import Trainer
+    from webrl.run.config import WebRLConfig
+    from webrl.run.trainer import Trainer
     from webrl.types import load_trajectories
 
     assert os.environ.get("HF_HUB_OFFLINE") == "1"  # set by tests/conftest.py: no hub access

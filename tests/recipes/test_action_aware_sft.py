@@ -18,7 +18,7 @@ from webrl.policy.computer_use import ComputerUseFormat
 from webrl.policy.formats import PointerFormat, SetOfMarkFormat
 from webrl.policy.sft import _target, response_masks
 from webrl.recipes.sft import TurnSource, epoch_samples, offline_trajectories, pass_size
-from webrl.train_config import WebRLConfig
+from webrl.run.config import WebRLConfig
 from webrl.types import Trajectory, Turn
 
 SHIPPED = "webrl:tiny-webagent-pointer"

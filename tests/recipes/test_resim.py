@@ -344,7 +344,7 @@ def test_demos_file_reads_back_and_renders_for_sft(tmp_path):
 def test_real_webenv_branches_match_a_fresh_replay(browser_session):
     from webrl.envs import WebEnv, WebEnvConfig
     from webrl.envs.sites.source import make_task
-    from webrl.recipes.resim import StateView
+    from webrl.rollout.states import StateView
     from webrl.rollout.episode import GymSlot
 
     task = make_task("widgets", 0, "train", 5)

@@ -147,7 +147,7 @@ def test_output_does_not_depend_on_input_order():
 def test_written_demos_load_and_render_as_sft_samples(tmp_path):
     from webrl.policy import sft_samples_from_trajectory
     from webrl.recipes.sft import _render_policy
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     log = TrajectoryLog(tmp_path / "run")
     for traj in (SUCCESS, trajectory("ABCDCD"), trajectory("PQRS")):

@@ -255,11 +255,11 @@ def test_sim_rollout_on_a_sandbox_page_replays_to_the_collected_state_and_trains
     from webrl.config import load_config
     from webrl.envs import EnvWorkerConfig
     from webrl.envs.sites.source import make_task
-    from webrl.evaluation import resolve_checkpoint
+    from webrl.evaluation.summary import resolve_checkpoint
     from webrl.reward import build_reward, score_trajectories
     from webrl.rollout import InferenceConfig, InferenceWorker, RolloutCoordinator
     from webrl.rollout.engines import GeneratorEngineFactory
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     import torch
 

@@ -12,7 +12,7 @@ from webrl.envs.sites.source import make_task  # noqa: E402
 from webrl.envs.worker import EnvWorkerConfig, make_env_worker_actor  # noqa: E402
 from webrl.policy import GeneratorConfig, SamplingConfig, make_format  # noqa: E402
 from webrl.policy.prompt import PromptConfig  # noqa: E402
-from webrl.ray_local import start_local_ray  # noqa: E402
+from webrl.run.ray_local import start_local_ray  # noqa: E402
 from webrl.rollout import InferenceActor, InferenceConfig, RolloutConfig, RolloutCoordinator  # noqa: E402
 from webrl.rollout.engines import GeneratorEngineFactory  # noqa: E402
 

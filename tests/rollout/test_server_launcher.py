@@ -285,11 +285,11 @@ def test_run_actors_launch_the_servers_route_requests_to_them_and_stop_them(ray_
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    from webrl.actors import RunActors
+    from webrl.run.actors import RunActors
     from webrl.config import load_config
     from webrl.policy.generator import GeneratorConfig, SamplingConfig
     from webrl.policy.prompt import PromptConfig
-    from webrl.train_config import WebRLConfig, run_layout
+    from webrl.run.config import WebRLConfig, run_layout
 
     config = load_config(WebRLConfig, "smoke", [f"run.run_dir={tmp_path}", "rollout.engine=server",
                                                 "rollout.server.launch=webrl", "rollout.server.max_concurrency=4",
@@ -338,10 +338,10 @@ def test_a_server_down_for_good_ends_the_run_at_the_next_sync(ray_cluster, tmp_p
     of letting every request time out."""
     import ray
 
-    from webrl.actors import RunActors
+    from webrl.run.actors import RunActors
     from webrl.config import load_config
     from webrl.rollout.server_launcher import ServerLaunchError
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     @ray.remote
     class DeadServer:
@@ -361,7 +361,7 @@ def test_a_server_down_for_good_ends_the_run_at_the_next_sync(ray_cluster, tmp_p
 def test_route_headers_by_hand():
     """One rule for every client of a server (engine, weight broadcast, launcher): the admin key on
     the weight routes when there is one, else the API key; /generate and /model_info the API key."""
-    from webrl.rollout.server_http import route_headers
+    from webrl.chat.server_http import route_headers
 
     assert route_headers("/generate", "u", "a") == {"Authorization": "Bearer u"}
     assert route_headers("/model_info", "u", "a") == {"Authorization": "Bearer u"}

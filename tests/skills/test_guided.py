@@ -12,7 +12,7 @@ from webrl.config import ConfigError, load_config
 from webrl.policy import Decision, Observation, PolicyConfig, PolicyRequest, build_policy
 from webrl.skills import (Skill, SkillGraph, SkillGuidedPolicy, SkillLibrary, SkillParam, SkillsConfig, SkillStep,
                           Target)
-from webrl.skills.guided import render_guidance, skill_line
+from webrl.policy.skills.guided import render_guidance, skill_line
 
 SEARCH = Skill(name="search_products", description="Search the shop for a product", params=(SkillParam("query"),),
                steps=(SkillStep("type", Target("searchbox"), "{query}", guidance="Type the product name into the "

@@ -138,7 +138,7 @@ def test_synthesize_writes_tasks_and_demos_that_sft_reads(browser_session, shop_
     from webrl.chat.client import ChatClient
     from webrl.policy import sft_samples_from_trajectory
     from webrl.recipes.sft import _render_policy
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     replies = iter([json.dumps([{"goal": "Open your shopping cart", "category": "navigation",
                                  "checker": {"kind": "url_contains", "value": "/shop/cart"}}]),

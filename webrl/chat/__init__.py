@@ -3,7 +3,6 @@
     ChatMessage / SamplingParams / Completion        webrl.chat.messages
     ChatClient (any OpenAI-compatible server)         webrl.chat.client, raises ChatClientError
     LocalChatEngine (transformers, in process)        webrl.chat.local
-    Qwen special tokens (ChatML, vision, stop)        webrl.chat.tokens
 
 Policies (`EndpointPolicy`, LOCI roles), judges (`webrl.reward`) and the server (`webrl serve`)
 all build on this package; it depends on none of them.

@@ -33,7 +33,7 @@ from webrl.learner.metrics import merge_metrics
 from webrl.learner.samples import LearnerSample, scale_batch
 from webrl.learner.weights import ServerTargets, TensorSpec, WeightUpdate
 from webrl.learner.worker import ForwardResult, LearnerWorker, StepScale
-from webrl.resources import wait_for
+from webrl.config import wait_for
 
 
 def free_port() -> int:
@@ -287,7 +287,7 @@ class LearnerGroup:
         """Attach reference log-probs (KL), proximal log-probs (several steps or TIS) and, for
         PPO, old values with GAE advantages and returns; the rollout-vs-learner mismatch metrics
         of the start-of-update log-probs, when computed. PPO with kl_mode="reward" takes each
-        turn's KL to the reference off its reward before GAE (`webrl.credit.gae_stage`); GRPO's
+        turn's KL to the reference off its reward before GAE (`webrl.learner.credit.gae_stage`); GRPO's
         reward-mode KL is applied per token by the objective.
 
         A turn without rollout log-probs takes the start-of-update ones as its old policy (counted
@@ -297,7 +297,7 @@ class LearnerGroup:
         weights. PPO's old values are the value head's at the start of the update (one forward pass
         gives them together with the proximal log-probs).
         """
-        from webrl.credit import gae_stage
+        from webrl.learner.credit import gae_stage
 
         if self.config.objective == "sft":
             return samples, {}

@@ -402,7 +402,7 @@ class ServerTargets:
         return offsets, names, world
 
     def _headers(self, path: str) -> dict:
-        from webrl.rollout.server_http import env_key, route_headers
+        from webrl.chat.server_http import env_key, route_headers
 
         return route_headers(path, env_key(self.api_key_env), env_key(self.admin_api_key_env))
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-from webrl.chat.tokens import (END_OF_TEXT, END_OF_TURN_TOKENS, IM_END, IMAGE_PAD, VIDEO_PAD, VISION_END,
+from webrl.models.tokens import (END_OF_TEXT, END_OF_TURN_TOKENS, IM_END, IMAGE_PAD, VIDEO_PAD, VISION_END,
                                VISION_START, VISION_TOKENS)
 
 FAMILIES = ("qwen2.5-vl", "qwen3-vl")

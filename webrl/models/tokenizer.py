@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from webrl.chat.tokens import (ADDED_TOKENS, END_OF_TEXT, IM_END, IM_START, IMAGE_PAD, SPECIAL_TOKENS, VIDEO_PAD,
+from webrl.models.tokens import (ADDED_TOKENS, END_OF_TEXT, IM_END, IM_START, IMAGE_PAD, SPECIAL_TOKENS, VIDEO_PAD,
                                VISION_END, VISION_PLACEHOLDER, VISION_START)
 
 DEFAULT_SYSTEM = "You are a helpful assistant."

@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 from webrl.actions import ParseError
 from webrl.chat.client import ChatClient, ChatClientError
 from webrl.chat.messages import SamplingParams
-from webrl.chat.tokens import TOOL_CALL_END, TOOL_CALL_START
+from webrl.models.tokens import TOOL_CALL_END, TOOL_CALL_START
 from webrl.policy.generator import SamplingConfig
 from webrl.policy.prompt import PromptBuilder, PromptConfig
 from webrl.policy.types import Decision, DecisionStats, PolicyRequest

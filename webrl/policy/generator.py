@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from webrl.chat.tokens import STOP_TOKENS
+from webrl.models.tokens import STOP_TOKENS
 from webrl.policy.backend import GenerateRequest, Generated, is_backend
 from webrl.policy.images import image_token_count
 from webrl.policy.prompt import PromptBuilder, PromptConfig, RenderedPrompt

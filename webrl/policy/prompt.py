@@ -37,7 +37,7 @@ from typing import Callable, Optional, Sequence
 
 from webrl.actions import Action
 from webrl.chat.messages import ChatMessage
-from webrl.chat.tokens import VISION_PLACEHOLDER
+from webrl.models.tokens import VISION_PLACEHOLDER
 from webrl.policy.formats import FORMAT_NAMES, make_format, strip_thinking
 from webrl.policy.images import FAMILY_FACTOR, ImageGeometry, image_token_count
 from webrl.policy.types import Observation, PolicyRequest

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webrl.chat.tokens import IM_END
+from webrl.models.tokens import IM_END
 from webrl.policy.prompt import Message, RenderedPrompt, render_chatml
 from webrl.policy.types import Observation, PolicyRequest
 from webrl.types import Image, Trajectory

@@ -9,7 +9,7 @@
 
 Only one order works: the cascade reads the generator's prefill (it needs a `GeneratorPolicy`
 directly inside it), and LOCI wraps any policy (see webrl/policy/loci/policy.py), so `loci` comes
-before `cascade`. Guided skills (webrl/skills/guided.py) only edit the request's observation
+before `cascade`. Guided skills (webrl/policy/skills/guided.py) only edit the request's observation
 text, so they wrap anything and come first: LOCI then sees the same request the model does.
 `build_policy(generator, config)` wraps the generator innermost first; the generator stays the
 object whose weights the learner syncs (`GeneratorEngine.load_weights`).
@@ -17,7 +17,7 @@ object whose weights the learner syncs (`GeneratorEngine.load_weights`).
 A setting that would do nothing is a config error: wrapper settings changed while that wrapper is
 not in the stack, a cascade without heads, guided skills without a library holding a skill.
 `CascadeConfig` lives here rather than in cascade.py so that `webrl.policy` and the run config
-import without torch (so does `SkillsConfig`, which webrl/skills/guided.py holds).
+import without torch (so does `SkillsConfig`, which webrl/policy/skills/guided.py holds).
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 from webrl.config import ConfigError
 from webrl.policy.loci.policy import LociConfig
-from webrl.skills.guided import SkillsConfig
-from webrl.skills.skill import REPORT_FILE
+from webrl.policy.skills.guided import SkillsConfig
+from webrl.envs.skills import REPORT_FILE
 
 WRAPPERS = ("skills", "loci", "cascade")
 """Policy wrappers by name, in the only order they stack (outermost first)."""
@@ -170,8 +170,8 @@ def _wrap_loci(inner: Any, generator: Any, config: PolicyConfig) -> Any:
 
 
 def _wrap_skills(inner: Any, generator: Any, config: PolicyConfig) -> Any:
-    from webrl.skills.graph import SkillGraph
-    from webrl.skills.guided import SkillGuidedPolicy
+    from webrl.policy.skills.graph import SkillGraph
+    from webrl.policy.skills.guided import SkillGuidedPolicy
 
     return SkillGuidedPolicy(inner, SkillGraph.load(config.skills.library_dir), config.skills)
 

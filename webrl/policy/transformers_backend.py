@@ -35,7 +35,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from webrl.chat.tokens import VISION_TOKENS
+from webrl.models.tokens import VISION_TOKENS
 from webrl.policy.backend import (ENGINE_CAPABILITIES, GenerateRequest, Generated, cut_at_stop, image_keyed,
                                   reusable_prefix)
 from webrl.policy.sampled_logprobs import LogitsProcessorList, SampledLogprobs

@@ -35,7 +35,7 @@ class Observation:
     skills: str = ""
     """Skills the agent may call as one action (the env's `skills` text, grounded mode); "" = none."""
     skill_guidance: str = ""
-    """Steps of retrieved skills shown as instructions (guided mode, `webrl.skills.guided`); "" = none.
+    """Steps of retrieved skills shown as instructions (guided mode, `webrl.policy.skills.guided`); "" = none.
     Both blocks are left out of the prompt when empty, so a prompt without skills is unchanged."""
     tools: str = ""
     """Tools the site exposes, callable as one action (the env's `tools` text, `webrl.envs.tools`);

@@ -64,6 +64,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from webrl.actions import Action
 from webrl.policy.formats import make_format
+from webrl.rollout.states import StateView, describe_state
 from webrl.rollout.episode import (Decided, Episode, EpisodeInfraError, EpisodeSpec, action_decision, check_infra,
                                    new_trajectory, observation_of, run_episode)
 from webrl.types import Trajectory, Turn, save_trajectories
@@ -152,25 +153,6 @@ class BaseAgent:
 
 
 # -- the tree (plain data, JSON-able via asdict) ---------------------------------------------------
-@dataclass
-class StateView:
-    """What a real state showed: the text fields of the observation."""
-
-    url: str = ""
-    title: str = ""
-    elements_text: str = ""
-    feedback: str = ""
-    error: str = ""
-
-    @classmethod
-    def of(cls, obs: dict) -> "StateView":
-        return cls(obs.get("url", ""), obs.get("title", ""), obs.get("elements_text", ""),
-                   obs.get("feedback", ""), obs.get("last_action_error", ""))
-
-    def same_page(self, other: "StateView") -> bool:
-        return (self.url, self.title, self.elements_text) == (other.url, other.title, other.elements_text)
-
-
 @dataclass
 class SimStep:
     """One real step of a branch: the action taken and the state it led to."""
@@ -312,21 +294,6 @@ def expand_state(env: Any, task: Any, prefix: Sequence[Action], state: Any, conf
 
 
 # -- traces (pure) --------------------------------------------------------------------------------
-def describe_state(view: StateView, n_elements: int) -> str:
-    """One line of a real state: URL, title, feedback, error and the first `n_elements` element
-    lines (ReSim's traces and Dyna-GRPO's refine prompts describe states this way)."""
-    parts = [f"URL {view.url}"] + [f'title "{view.title}"'] * bool(view.title)
-    if view.feedback:
-        parts.append(f"feedback: {view.feedback}")
-    if view.error:
-        parts.append(f"error: {view.error}")
-    lines = [ln for ln in view.elements_text.splitlines() if ln.strip()]
-    if n_elements and lines:
-        more = f" (+{len(lines) - n_elements} more)" if len(lines) > n_elements else ""
-        parts.append("elements: " + "; ".join(lines[:n_elements]) + more)
-    return ", ".join(parts)
-
-
 def _outcome(branch: Branch) -> str:
     worth = f"{branch.env_steps} step(s), so this option is worth {branch.value:.2f}"
     if branch.value_source == "terminal":

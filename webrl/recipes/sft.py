@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from webrl.train_config import WebRLConfig, learner_run
+from webrl.run.config import WebRLConfig, learner_run
 
 
 def sft_stage(config: WebRLConfig, run_dir: Path, model_path: str, actors: Any, log: Callable) -> str:

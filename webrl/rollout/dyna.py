@@ -155,7 +155,7 @@ def _action_text(turn: Turn) -> str:
 def future_block(traj: Trajectory, t: int, horizon: int, summary_elements: int = 5) -> str:
     """The real future of turn t's response: for k = 0 .. h-1, the action of turn t+k and the state
     it led to (turn t+k+1's page), or, after the last turn, its feedback and how the episode ended."""
-    from webrl.recipes.resim import StateView, describe_state
+    from webrl.rollout.states import StateView, describe_state
 
     lines = [FUTURE_HEADER, f"Draft action: {_action_text(traj.turns[t])}"]
     for k in range(t, min(t + horizon, len(traj.turns))):

@@ -63,12 +63,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from webrl.chat.tokens import VISION_TOKENS
+from webrl.models.tokens import VISION_TOKENS
 from webrl.policy.backend import ENGINE_CAPABILITIES, GenerateRequest, Generated, cut_at_stop
 from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
 from webrl.policy.stack import PolicyConfig
 from webrl.rollout.engines import GeneratorEngine
-from webrl.rollout.server_http import (ServerEngineError, ServerHTTP, env_key, ServerStaleError, ServerUnreachableError,
+from webrl.chat.server_http import (ServerEngineError, ServerHTTP, env_key, ServerStaleError, ServerUnreachableError,
                                        check_output)
 from webrl.types import Image
 

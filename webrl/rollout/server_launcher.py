@@ -37,7 +37,7 @@ mem_fraction_static, tp_size) and the server-arguments page of docs.sglang.io; n
 SGLang or GPU on the project's CPU machines).
 
 Placement: each actor reserves `cpus_per_server` / `gpus_per_server`; inside a Tune trial it
-takes its own bundle of the trial's placement group (`webrl.train_config.run_layout` ends with
+takes its own bundle of the trial's placement group (`webrl.run.config.run_layout` ends with
 one bundle per launched server), otherwise it is scheduled freely.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from webrl.rollout.server_http import env_key, route_headers
+from webrl.chat.server_http import env_key, route_headers
 
 LOG_TAIL_LINES = 30
 

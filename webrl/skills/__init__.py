@@ -8,9 +8,9 @@
     commands.py   `webrl skills extract` (SkillsCommandConfig, skills_main) and WebEnvReplay
 """
 from webrl.skills.extract import ExtractionConfig, ExtractionResult, extract_skills, validate
-from webrl.skills.graph import SkillGraph
-from webrl.skills.guided import SkillGuidedPolicy, SkillsConfig
-from webrl.skills.skill import (PARAM_TYPES, REPORT_FILE, STEP_KINDS, BoundStep, Skill, SkillArgsError,
+from webrl.policy.skills.graph import SkillGraph
+from webrl.policy.skills.guided import SkillGuidedPolicy, SkillsConfig
+from webrl.envs.skills import (PARAM_TYPES, REPORT_FILE, STEP_KINDS, BoundStep, Skill, SkillArgsError,
                                 SkillFileError, SkillLibrary, SkillParam, SkillStep, Target, resolve_target,
                                 url_matches)
 

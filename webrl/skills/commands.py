@@ -32,7 +32,7 @@ from webrl.actions import Action
 from webrl.config import ConfigError
 from webrl.rollout.episode import (Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, GymSlot, action_decision,
                                    run_episode)
-from webrl.skills.skill import Skill, resolve_target, url_matches
+from webrl.envs.skills import Skill, resolve_target, url_matches
 
 __all__ = ["SkillsCommandConfig", "WebEnvReplay", "extract_to_folder", "load_source", "sandbox_task", "skills_main"]
 
@@ -198,7 +198,7 @@ class WebEnvReplay:
 def extract_to_folder(config: SkillsCommandConfig, session: Any = None) -> dict[str, Any]:
     """Run the extraction `config` describes and write the library; returns the report."""
     from webrl.skills.extract import extract_skills
-    from webrl.skills.skill import REPORT_FILE, SkillLibrary
+    from webrl.envs.skills import REPORT_FILE, SkillLibrary
 
     trajectories = load_source(config.source)
     held_out = load_source(config.held_out) if config.held_out else []

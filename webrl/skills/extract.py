@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 from urllib.parse import urlparse
 
-from webrl.skills.skill import STEP_KINDS, Skill, SkillParam, SkillStep, Target
+from webrl.envs.skills import STEP_KINDS, Skill, SkillParam, SkillStep, Target
 from webrl.types import Trajectory
 
 __all__ = ["ExtractionConfig", "ExtractionResult", "Occurrence", "RawStep", "extract_skills", "mine_candidates",

@@ -18,7 +18,7 @@ import random
 
 from webrl.actions import Action
 from webrl.envs.tools import Tool, ToolParam
-from webrl.skills.skill import SkillStep, Target
+from webrl.envs.skills import SkillStep, Target
 from webrl.envs.sites.common import CheckResult, click, ensure_selected, ensure_value, find, scroll_down
 from webrl.envs.sites.widgets.layout import (TEXT_VALUES, finish_layout, in_split,
                                              new_control)

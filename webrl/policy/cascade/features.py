@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 import torch
 
 from webrl.actions import Action
-from webrl.chat.tokens import IM_END
+from webrl.models.tokens import IM_END
 from webrl.policy.cascade.heads import (KINDS_WITH_ELEMENT, HeadsConfig, box_token_indices, image_token_spans)
 from webrl.policy.images import image_grid
 from webrl.policy.prompt import RenderedPrompt

@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 from webrl.chat.client import ChatClient
 from webrl.chat.messages import ChatMessage, SamplingParams
-from webrl.chat.tokens import END_OF_TURN_TOKENS
+from webrl.models.tokens import END_OF_TURN_TOKENS
 from webrl.policy.backend import GenerateRequest
 from webrl.policy.loci.policy import Evidence, LociConfig, Role, gather_evidence, render_role_prompt
 from webrl.policy.prompt import Message, render_chatml

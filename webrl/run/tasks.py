@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webrl.train_config import TasksConfig
+from webrl.run.config import TasksConfig
 
 
 def _env_task_source(env_id: str, env_config: dict) -> Any:
@@ -66,24 +66,3 @@ def task_sources(tasks: TasksConfig, max_steps: int = 30) -> tuple[Any, Any]:
         return source, source
     source = _env_task_source(tasks.env_id, dict(tasks.env_config))
     return source, source
-
-
-def draw_tasks(source: Any, rng: Any, n: int, in_order: bool = False) -> list:
-    """`n` tasks from `source`; `in_order` takes a fixed list's first `n` (each once) when the
-    source holds one (`.tasks`), so an evaluation on a tasks file covers distinct tasks."""
-    fixed = getattr(source, "tasks", None)
-    if in_order and isinstance(fixed, list):
-        return list(fixed[:n])
-    return [source.sample(rng) for _ in range(n)]
-
-
-STREAMS = {"rl": 1, "eval": 2}
-
-
-def task_rng(seed: int, stream: str, iteration: int = 0):
-    """The generator of one draw stream: "rl" (iteration i's training tasks depend only on
-    (seed, i), so a resumed run draws what an uninterrupted one would) or "eval" (the same
-    held-out tasks at every evaluation)."""
-    import numpy as np
-
-    return np.random.default_rng([seed, STREAMS[stream], iteration])

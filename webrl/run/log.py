@@ -1,5 +1,5 @@
 """`RunLog`: a run's metrics, to `metrics.jsonl`, TensorBoard (`tb/`), the trackers of
-`run.trackers` (W&B, MLflow: `webrl.trackers`, offline) and a readable stdout line.
+`run.trackers` (W&B, MLflow: `webrl.run.trackers`, offline) and a readable stdout line.
 
 One record per event: an RL iteration (`iteration` key: printed as the metrics table every
 `log_every` iterations) or a stage event (`stage` key: sft epochs, demos, evaluations; printed
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from webrl.evaluation import before_after_table
-from webrl.trackers import before_after_rows, config_dict, open_trackers
+from webrl.evaluation.summary import before_after_table
+from webrl.run.trackers import before_after_rows, config_dict, open_trackers
 
 TABLE_KEYS = ("iteration", "reward/mean", "reward/success_rate", "success_rate", "filtered_groups", "samples",
               "loss", "kl", "entropy", "clip_fraction", "env_steps_per_s", "dropped", "staleness",

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from webrl.evaluator import Evaluator
+from webrl.evaluation.evaluator import Evaluator
 from webrl.reward import build_reward, score_trajectories
 from webrl.rollout import ProgressBar, RolloutCoordinator, TrajectoryLog
-from webrl.task_sources import draw_tasks, task_rng, task_sources
-from webrl.train_config import WebRLConfig
+from webrl.envs.task import draw_tasks, task_rng, task_sources
+from webrl.run.config import WebRLConfig
 
 
 @dataclass

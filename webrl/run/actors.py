@@ -1,7 +1,7 @@
 """`RunActors`: Ray and every actor of a run, started and stopped in one place.
 
     actors = RunActors(config, run_dir, placement_group=None)
-    actors.start_ray()                                      # + the resource check (webrl.resources)
+    actors.start_ray()                                      # + the resource check (webrl.run.resources)
     slots = actors.start_env_workers()                      # [(EnvWorker actor, slot index), ...]
     greedy = actors.start_inference(model_path, greedy_generator, index=N)   # the evaluation worker
     rollout = actors.start_inference(model_path, config.generator, index=0, count=N)
@@ -38,9 +38,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from webrl.resources import ResourceError, check_resources, cluster_nodes, request_rows
+from webrl.run.resources import ResourceError, check_resources, cluster_nodes, request_rows
 from webrl.rollout.server_launcher import ServerLaunchError
-from webrl.train_config import WebRLConfig, run_layout, weight_sync
+from webrl.run.config import WebRLConfig, run_layout, weight_sync
 
 
 class RunActors:
@@ -77,7 +77,7 @@ class RunActors:
     def start_ray(self, mode: str = "train") -> None:
         """Join the caller's Ray (a Tune trial), a cluster, or start a local instance; then check
         that what `mode` starts ("train", "sft", "eval": `request_rows`) can be placed
-        (`webrl.resources`; a Tune trial's group is already placed)."""
+        (`webrl.run.resources`; a Tune trial's group is already placed)."""
         rows = request_rows(self.config, mode)
         self._init_ray()
         if self.placement_group is None:
@@ -86,7 +86,7 @@ class RunActors:
     def _init_ray(self) -> None:
         import ray
 
-        from webrl.ray_local import start_local_ray
+        from webrl.run.ray_local import start_local_ray
 
         cfg = self.config.resources
         os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(self.run_dir / "torch_extensions"))
@@ -126,7 +126,7 @@ class RunActors:
                         endpoint: bool = False) -> list:
         """`count` inference workers from bundle `layout.inference + index` on, each serving the
         run's policy stack over `generator` on `model_path` (`endpoint`: eval.endpoint instead)."""
-        from webrl.evaluation import EndpointEngineFactory, endpoint_config
+        from webrl.evaluation.summary import EndpointEngineFactory, endpoint_config
         from webrl.rollout.engines import GeneratorEngineFactory
         from webrl.rollout.placement import start_inference_workers
 

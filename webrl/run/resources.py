@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+from webrl.config import ResourceError, wait_for  # noqa: F401  (raised and used here)
+
 RESOURCE_KEYS = ("CPU", "GPU")
 SETTINGS = {
     "learner": ("resources.learner_ranks", "resources.cpus_per_learner_rank", "resources.gpus_per_learner_rank"),
@@ -34,10 +36,6 @@ SETTINGS = {
     "env": ("resources.num_env_workers", "resources.cpus_per_env_worker"),
     "server": ("rollout.server.num_servers", "rollout.server.cpus_per_server", "rollout.server.gpus_per_server"),
 }
-
-
-class ResourceError(RuntimeError):
-    """The run asks for resources the cluster cannot give, or a wait for Ray ran out of time."""
 
 
 def cluster_nodes() -> list[dict[str, Any]]:
@@ -180,16 +178,3 @@ def check_resources(rows: Sequence[tuple[str, int, float, float]], nodes: Sequen
     raise ResourceError(f"this run cannot be placed: {reason}.\n{table}\n"
                         f"Lower what it asks for ({', '.join(settings)}) or join a larger cluster "
                         "(resources.ray_address).")
-
-
-def wait_for(refs: Any, timeout_s: float, what: str) -> Any:
-    """`ray.get(refs)` that fails after `timeout_s` naming `what` it was waiting for."""
-    import ray
-    from ray.exceptions import GetTimeoutError
-
-    try:
-        return ray.get(refs, timeout=timeout_s)
-    except GetTimeoutError:
-        raise ResourceError(f"timed out after {timeout_s:g} s waiting for {what} (resources.startup_timeout_s); "
-                            "the cluster may lack the resources (see the resource table printed at start-up), "
-                            "or start-up is slow (loading a model, launching a browser)") from None

@@ -126,7 +126,7 @@ class ResourcesConfig:
     startup_timeout_s: float = 900.0
     """Deadline of every start-up wait on Ray: placement groups placed, actors constructed (a
     model loaded, a browser launched), the learner's process group formed. Past it the run
-    fails naming what it waited for (`webrl.resources`)."""
+    fails naming what it waited for (`webrl.run.resources`)."""
 
     def __post_init__(self) -> None:
         if min(self.num_env_workers, self.num_inference_workers, self.learner_ranks) < 1:
@@ -417,7 +417,7 @@ def weight_sync(config: "WebRLConfig") -> tuple[str, str]:
 
 
 RL_OBJECTIVES = ("grpo", "ppo")
-"""Objectives the trainer runs end to end (`webrl.credit.ADVANTAGE_STAGES`)."""
+"""Objectives the trainer runs end to end (`webrl.learner.credit.ADVANTAGE_STAGES`)."""
 
 
 def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:

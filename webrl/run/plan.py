@@ -9,7 +9,7 @@ d bytes per element of the training / inference dtype, T tokens of a micro-batch
 (learner.batching.token_budget), L layers, H hidden, Hq = heads * head_dim, Hkv = kv_heads * head_dim,
 I MLP width, V vocabulary; vision: Hv, Iv, Lv blocks, Np patches in a micro-batch.
 
-Placement is `webrl.resources` (`request_rows`, `placement_refusal`, `resource_table`) against a
+Placement is `webrl.run.resources` (`request_rows`, `placement_refusal`, `resource_table`) against a
 described cluster (`plan.cluster` file, or `plan.nodes` x `plan.gpus_per_node`), not a live one.
 
 Model states per learner GPU follow the ZeRO paper's mixed-precision accounting (Rajbhandari et al.
@@ -345,7 +345,7 @@ class MemoryPlan:
     learner_gpus: float
     rollout_gpus: float
     placement: str
-    """`webrl.resources.resource_table` of the run against the described nodes."""
+    """`webrl.run.resources.resource_table` of the run against the described nodes."""
     refusal: Optional[str]
     """Why the actors cannot be placed, or None."""
     warnings: list[str] = field(default_factory=list)
@@ -413,7 +413,7 @@ def launch_fraction(launch_args: Sequence[str]) -> Optional[float]:
 
 
 def cluster_description(settings: PlanSettings) -> tuple[list[dict[str, Any]], float]:
-    """(nodes as `webrl.resources` takes them, GiB per GPU)."""
+    """(nodes as `webrl.run.resources` takes them, GiB per GPU)."""
     if not settings.cluster:
         node = {"CPU": float(settings.cpus_per_node), "GPU": float(settings.gpus_per_node)}
         return [{"node": f"node{i}", **node} for i in range(settings.nodes)], settings.gpu_memory_gb
@@ -432,7 +432,7 @@ def cluster_description(settings: PlanSettings) -> tuple[list[dict[str, Any]], f
 
 def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
     """The plan of a `WebRLConfig` run (training: learner ranks, rollout and evaluation workers)."""
-    from webrl.resources import placement_refusal, request_rows, resource_table, row_bundles
+    from webrl.run.resources import placement_refusal, request_rows, resource_table, row_bundles
 
     shapes = load_shapes(settings.model or config.model.path)
     res, learner, prompt = config.resources, config.learner, config.generator.prompt
@@ -614,7 +614,7 @@ def format_plan(plan: MemoryPlan) -> str:
 @functools.lru_cache(maxsize=None)
 def _plan_command_schema():
     """`PlanCommandConfig`: built on first use, so the arithmetic above imports no training code."""
-    from webrl.train_config import WebRLConfig
+    from webrl.run.config import WebRLConfig
 
     @dataclass
     class PlanCommandConfig(WebRLConfig):
@@ -627,7 +627,7 @@ def _plan_command_schema():
 
 
 def __getattr__(name: str):
-    if name == "PlanCommandConfig":  # "webrl.plan:PlanCommandConfig" for webrl.cli's COMMANDS
+    if name == "PlanCommandConfig":  # "webrl.run.plan:PlanCommandConfig" for webrl.cli's COMMANDS
         return _plan_command_schema()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -659,7 +659,7 @@ def _placeholder(key: str) -> str:
 def plan_main(argv_or_config: Union[Sequence[str], Any, None] = None) -> int:
     """`webrl plan [--config PRESET] [key=value ...]`: print the plan; 0 = fits, 1 = does not."""
     if argv_or_config is None or isinstance(argv_or_config, (list, tuple)):
-        from webrl.cli import _dashed_overrides
+        from webrl.config import dashed_overrides
         from webrl.config import describe
 
         args = list(argv_or_config or [])
@@ -674,7 +674,7 @@ def plan_main(argv_or_config: Union[Sequence[str], Any, None] = None) -> int:
             if i + 1 >= len(args):
                 raise ConfigError("--config needs a preset name or YAML path")
             preset, args = args[i + 1], args[:i] + args[i + 2:]
-        config = load_plan_config(preset, _dashed_overrides(args))
+        config = load_plan_config(preset, dashed_overrides(args))
     else:
         config = argv_or_config
     if not (config.plan.model or config.model.path):

@@ -10,7 +10,7 @@ episodes per task at the rollout temperature. It logs one `stage=eval` record (s
 times) and appends the per-task outcomes, in draw order, to `eval_outcomes.jsonl`, so two
 evaluations compare task by task (`benchmarks/learning_curve.py` counts the flips).
 
-Success is `reward > 0` on scored trajectories; dropped ones are counted apart (webrl.evaluation).
+Success is `reward > 0` on scored trajectories; dropped ones are counted apart (webrl.evaluation.summary).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from webrl.evaluation import summarize
-from webrl.task_sources import draw_tasks, task_rng
+from webrl.evaluation.summary import summarize
+from webrl.envs.task import draw_tasks, task_rng
 from webrl.types import Trajectory
 
 

@@ -1,6 +1,6 @@
 """Typed containers that travel between stages: `Image`, `Turn`, `Trajectory`, `Batch`, and the
 two records they carry, `TurnObservation` (`Turn.observation`) and `TrajectoryInfo`
-(`Trajectory.info`), defined with their checks in webrl.records and exported here.
+(`Trajectory.info`), defined with their checks in webrl.types.records and exported here.
 
 Contract: a `Turn` holds the prompt token ids exactly as the model saw them, the
 sampled response ids and their rollout log-probs; nothing is re-tokenised between rollout and
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from webrl.actions import Action
-from webrl.records import TRAJECTORY_INFO_FIELDS, TrajectoryInfo, TurnObservation, check_info_field
+from webrl.types.records import TRAJECTORY_INFO_FIELDS, TrajectoryInfo, TurnObservation, check_info_field
 
 __all__ = ["Batch", "Image", "TRAJECTORY_INFO_FIELDS", "TRAJECTORY_STATUSES", "Trajectory", "TrajectoryInfo", "Turn",
            "TurnObservation", "check_info_field", "load_trajectories", "save_trajectories"]

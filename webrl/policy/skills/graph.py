@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Iterable, Optional
 
-from webrl.skills.skill import Skill, SkillFileError, SkillLibrary
+from webrl.envs.skills import Skill, SkillFileError, SkillLibrary
 
 __all__ = ["STOPWORDS", "SkillGraph", "skill_tokens", "tokens"]
 

@@ -12,7 +12,7 @@ iteration; `load_checkpoint` restores them into a freshly set up trial (Tune's r
 failure, PBT exploits). `default_resource_request` reserves one placement group per trial that
 covers the trial's driver, learner ranks, inference workers (rollout + greedy eval), env
 workers and the inference servers the run launches (`rollout.server.launch`;
-`webrl.train_config.run_layout`); `setup` hands that group
+`webrl.run.config.run_layout`); `setup` hands that group
 (`ray.util.get_current_placement_group()`) to the Trainer, which puts every actor into its bundle.
 
 Choices where the issue is silent: the trial's run folder is the trial's own directory
@@ -31,7 +31,7 @@ from typing import Any, Mapping
 from ray import tune
 
 from webrl.config import load_config
-from webrl.train_config import WebRLConfig
+from webrl.run.config import WebRLConfig
 
 RESERVED_KEYS = ("preset", "overrides")
 
@@ -61,7 +61,7 @@ class WebRLTrainable(tune.Trainable):
         import ray
 
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        from webrl.trainer import Trainer
+        from webrl.run.trainer import Trainer
 
         self.webrl_config = trial_config(config, run_dir=str(Path(self.logdir) / "run"))
         self.trainer = Trainer(self.webrl_config, placement_group=ray.util.get_current_placement_group())
@@ -93,6 +93,6 @@ class WebRLTrainable(tune.Trainable):
 
     @classmethod
     def default_resource_request(cls, config: dict) -> tune.PlacementGroupFactory:
-        from webrl.train_config import run_layout
+        from webrl.run.config import run_layout
 
         return tune.PlacementGroupFactory(run_layout(trial_config(config)).bundles, strategy="PACK")

@@ -9,7 +9,7 @@
 
 The pieces it composes, each readable on its own: `RunActors` (Ray and every actor),
 `RolloutCoordinator` (episodes over env slots and inference workers), `webrl.reward` (checker or
-judge), `webrl.credit.trajectories_to_samples` (the pure advantage stage), `LearnerGroup`
+judge), `webrl.learner.credit.trajectories_to_samples` (the pure advantage stage), `LearnerGroup`
 (DeepSpeed), `Evaluator` (held-out success and the per-task outcome log), `webrl.recipes.sft`.
 
 Everything lands in the run folder: `config.yaml`, `metrics.jsonl`, `tb/`, `trajectories/` (the
@@ -35,20 +35,20 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from webrl.actors import RunActors
+from webrl.run.actors import RunActors
 from webrl.config import to_yaml
-from webrl.credit import trajectories_to_samples
-from webrl.evaluation import export_om2w, success_table, summarize
-from webrl.evaluator import sampled_line
+from webrl.learner.credit import trajectories_to_samples
+from webrl.evaluation.summary import export_om2w, success_table, summarize
+from webrl.evaluation.evaluator import sampled_line
 from webrl.recipes.sft import sft_stage
 from webrl.reward import reward_metrics, score_trajectories
 from webrl.rollout.balanced import (SuccessEstimates, family_key, informative_groups, plan_metrics, plan_rollouts,
                                     update_estimates)
 from webrl.rollout.dyna import SimRollout, alongside, choose_states, refined_samples, with_plain_logprobs
-from webrl.run_log import RunLog
-from webrl.run_parts import RunParts, start_parts
-from webrl.task_sources import draw_tasks, task_rng
-from webrl.train_config import WebRLConfig, learner_run
+from webrl.run.log import RunLog
+from webrl.run.parts import RunParts, start_parts
+from webrl.envs.task import draw_tasks, task_rng
+from webrl.run.config import WebRLConfig, learner_run
 
 
 class Trainer:
@@ -285,7 +285,7 @@ def resolve_run_dir(config: WebRLConfig) -> Path:
 def initial_model(config: WebRLConfig, run_dir: Path) -> str:
     """model.path (a checkpoint folder's hf/ if given one), else a tiny random-init model made
     once in `<run>/model-init`. A prompt that differs from the checkpoint's is warned about."""
-    from webrl.evaluation import resolve_checkpoint
+    from webrl.evaluation.summary import resolve_checkpoint
 
     m = config.model
     if m.path:
@@ -310,7 +310,7 @@ def initial_model(config: WebRLConfig, run_dir: Path) -> str:
 
 def success_threshold(config: WebRLConfig) -> float:
     """The reward counted as a success: the GRPO advantage config's, else credit's PPO one."""
-    from webrl.credit import SUCCESS_THRESHOLD
+    from webrl.learner.credit import SUCCESS_THRESHOLD
 
     advantage = getattr(config.learner.objective_config, "advantage", None)
     return advantage.success_threshold if advantage is not None else SUCCESS_THRESHOLD

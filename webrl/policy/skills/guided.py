@@ -3,7 +3,7 @@
     policy = SkillGuidedPolicy(inner, SkillGraph.load("skills/"), SkillsConfig(max_skills=3, max_chars=1200))
     decisions = policy.act(requests)       # inner.act on requests whose observation.skill_guidance holds it
 
-Per request: `graph.retrieve(observation.url, observation.goal, k=max_skills)` (webrl.skills.graph),
+Per request: `graph.retrieve(observation.url, observation.goal, k=max_skills)` (webrl.policy.skills.graph),
 each skill rendered as one line
 
     <signature>: 1. <step 1 guidance> 2. <step 2 guidance> ...
@@ -30,8 +30,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from webrl.skills.graph import SkillGraph
-from webrl.skills.skill import Skill, SkillLibrary
+from webrl.policy.skills.graph import SkillGraph
+from webrl.envs.skills import Skill, SkillLibrary
 
 if TYPE_CHECKING:  # webrl.policy.stack imports this module for SkillsConfig: no runtime import back
     from webrl.policy.types import Decision, PolicyRequest

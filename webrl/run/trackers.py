@@ -38,7 +38,8 @@ import re
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
-TRACKERS = ("wandb", "mlflow")
+from webrl.config import TRACKERS
+
 """Tracker names `run.trackers` accepts."""
 
 OFFLINE_ENV = {

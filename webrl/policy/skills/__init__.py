@@ -1,0 +1,1 @@
+"""The skills policy wrapper: a skill library's graph (`graph`) and the wrapper that offers its skills in the prompt (`guided`). The skill data model and its execution live in webrl.envs.skills / skill_run; mining skills from demonstrations in webrl.skills."""

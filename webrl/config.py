@@ -160,6 +160,28 @@ def config_keys(schema: type, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+MOVED_KEYS: dict[str, str] = {}
+"""Keys a user's config may still carry from before the surface was halved: old dotted key (or a
+`prefix.*` for a whole section) -> what replaced it ("renamed to X", "removed: fixed at V because
+..."). Filled by the components with `moved_keys`; an old key fails naming its replacement."""
+
+
+def moved_keys(table: dict[str, str]) -> None:
+    """Register old keys -> their replacement text (see MOVED_KEYS); called by each config module."""
+    MOVED_KEYS.update(table)
+
+
+def _moved(full_key: str) -> Optional[str]:
+    if full_key in MOVED_KEYS:
+        return MOVED_KEYS[full_key]
+    parts = full_key.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        hit = MOVED_KEYS.get(".".join(parts[:i]) + ".*")
+        if hit:
+            return hit
+    return None
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
@@ -168,6 +190,9 @@ def _explain(exc: OmegaConfBaseException, schema: type, source: str) -> ConfigEr
     keys = config_keys(schema)
     full_key = getattr(exc, "full_key", None) or ""
     if isinstance(exc, ConfigKeyError) or full_key not in keys:
+        moved = _moved(full_key)
+        if moved:
+            return ConfigError(f"config key {full_key!r} (from {source}) is gone: {moved}")
         parent = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
         siblings = [k for k in keys if k.startswith(parent)] or list(keys)
         close = difflib.get_close_matches(full_key, siblings, n=3, cutoff=0.5)

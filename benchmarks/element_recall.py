@@ -370,7 +370,8 @@ class OracleRecorder:
 
     def __call__(self, request: Any, result: Any) -> Any:
         from webrl.envs.observation import oracle_view
-        from webrl.rollout.episode import EndEpisode, action_decision
+        from webrl.rollout.agents import action_decision
+        from webrl.rollout.episode import EndEpisode
 
         obs, info = result.observation, result.info
         action = self.task.oracle_action(oracle_view(obs, info))
@@ -389,7 +390,8 @@ def oracle_episodes(seeds: Sequence[int], names: Sequence[str] = (), max_steps: 
     from webrl.envs import WebEnv
     from webrl.envs.miniwob import MiniWoBTask
     from webrl.envs.miniwob_oracles import ORACLES
-    from webrl.rollout.episode import EpisodeSpec, GymSlot, run_episode
+    from webrl.rollout.episode import EpisodeSpec, run_episode
+    from webrl.rollout.slots import GymSlot
 
     unknown = sorted(set(names) - set(ORACLES))
     if unknown:

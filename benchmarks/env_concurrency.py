@@ -61,7 +61,7 @@ def slow_server(delay_s: float) -> ThreadingHTTPServer:
 
 
 def run_local(slots: int, threads: int, base: str, steps: int) -> dict:
-    config = EnvWorkerConfig(num_slots=slots, threads=threads, env={"browser": {"viewport": "small"}})
+    config = EnvWorkerConfig(num_slots=slots, threads=threads, viewport="small")
     shell = ThreadPoolExecutor(actor_concurrency(config))  # the Ray shell's threads
     worker = shell.submit(EnvWorker, config).result()
     try:
@@ -105,7 +105,7 @@ def tree_memory_mb() -> dict:
 
 def run_memory(slots: int, threads: int, base: str) -> dict:
     """Child-process memory with every slot's episode open: what each further browser group costs."""
-    config = EnvWorkerConfig(num_slots=slots, threads=threads, env={"browser": {"viewport": "small"}})
+    config = EnvWorkerConfig(num_slots=slots, threads=threads, viewport="small")
     shell = ThreadPoolExecutor(actor_concurrency(config))
     worker = shell.submit(EnvWorker, config).result()
     try:
@@ -123,7 +123,7 @@ def run_ray(slots: int, threads: int, base: str, steps: int) -> dict:
 
     from webrl.envs import make_env_worker_actor
 
-    actor = make_env_worker_actor({"num_slots": slots, "threads": threads, "env": {"browser": {"viewport": "small"}}},
+    actor = make_env_worker_actor({"num_slots": slots, "threads": threads, "viewport": "small"},
                                   num_cpus=0, max_restarts=0)
     spec = TaskSpec(id="bench/slow", goal="visit pages", start_url=f"{base}/p0.html")
     ray.get([actor.reset.remote(s, options={"task": spec}) for s in range(slots)], timeout=300)

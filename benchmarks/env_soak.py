@@ -9,7 +9,7 @@ seeded RNG (weights in PAGE_WEIGHTS):
     crash        the click allocates until the renderer dies (V8 heap capped with
                  --js-flags=--max-old-space-size, so the renderer dies at ~64 MB, not GBs)
     popups       timers and the click open windows by the dozen (Chromium's popup blocker and
-                 safety.max_tabs keep them in check)
+                 webrl.envs.safety.MAX_TABS keep them in check)
 
 What it reports (JSON, and a summary on stdout):
   - every episode's end, counted: done / truncated / infra_error, plus "exception" (the worker
@@ -46,7 +46,7 @@ from typing import Any, Optional
 
 import psutil
 
-from webrl.envs import EnvWorker, EnvWorkerConfig, TaskSpec
+from webrl.envs import EnvWorker, EnvWorkerConfig, TaskSpec, safety, watchdog
 
 PAGE_WEIGHTS = {"ok": 0.6, "hang_js": 0.1, "hang_server": 0.1, "crash": 0.1, "popups": 0.1}
 STALL_S = 30.0
@@ -282,17 +282,20 @@ def summary_s(values: list[float]) -> dict[str, float]:
             "p95": round(percentile(values, 0.95), 3), "max": round(max(values), 3)}
 
 
-def worker_config(args: argparse.Namespace, slots: int, threads: int) -> EnvWorkerConfig:
-    env = {"browser": {"viewport": "small", "load_timeout_s": args.load_timeout_s,
-                       "extra_args": [f"--js-flags=--max-old-space-size={HEAP_CAP_MB}"]},
-           "safety": {"step_timeout_s": args.step_timeout_s, "watchdog_grace_s": 2.0, "max_tabs": 3}}
-    return EnvWorkerConfig(num_slots=slots, env=env, threads=threads)
+def start_worker(args: argparse.Namespace, slots: int, threads: int) -> EnvWorker:
+    """An EnvWorker for the soak: the JS heap capped (a Chromium flag, so through `env_config`),
+    a 2 s watchdog grace and 3 tabs (module constants, set for the whole soak in `main`)."""
+    config = EnvWorkerConfig(num_slots=slots, threads=threads, viewport="small", load_timeout_s=args.load_timeout_s,
+                             step_timeout_s=args.step_timeout_s)
+    env_config = config.web_env_config()
+    env_config.browser.extra_args = (f"--js-flags=--max-old-space-size={HEAP_CAP_MB}",)
+    return EnvWorker(config, env_config=env_config)
 
 
 def probe_browser_start(args: argparse.Namespace) -> float:
     """Seconds to start a fresh 1-slot worker (driver + Chromium) now."""
     started = time.monotonic()
-    probe = EnvWorker(worker_config(args, 1, 1))
+    probe = start_worker(args, 1, 1)
     elapsed = time.monotonic() - started
     probe.close()
     return elapsed
@@ -313,7 +316,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tally, seen, memory, probes = Tally(), {}, [], []
     before = frozenset(chromium_pids())
     t0 = time.monotonic()
-    worker = EnvWorker(worker_config(args, args.slots, threads))
+    worker = start_worker(args, args.slots, threads)
     worker_start_s = time.monotonic() - t0
     memory.append({**memory_sample(0, seen, before), "when": "after worker start"})
     soak = Soak(worker, base_url, args, tally)
@@ -413,6 +416,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
+    safety.MAX_TABS, watchdog.WATCHDOG_GRACE_S = 3, 2.0  # the soak's caps (module constants of the env)
     result = run(args)
     text = json.dumps(result, indent=2)
     if args.out:

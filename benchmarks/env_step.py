@@ -5,7 +5,7 @@ On the same tasks, seeds, viewport and clicked elements, in one run:
     webrl       WebEnv.reset(task) / WebEnv.step(click(id)): readiness wait, Set-of-Mark
                 collection (discovery="full", the default), screenshot with boxes drawn,
                 feedback, reward check; once with the slot's context reused across episodes
-                (`browser.reuse_context`, the default; `webrl.envs.context_pool`) and once
+                (`WebEnv.reuse_context`, the default; `webrl.envs.context_pool`) and once
                 with a new context per episode
     raw floor   reset: new context + goto + seeded start + screenshot;
                 step: one Playwright click + one screenshot (nothing else)
@@ -64,7 +64,7 @@ def bench_webrl(tasks, episodes, steps, viewport, reuse_context: bool = True) ->
     from webrl.envs import WebEnv
 
     env = WebEnv(config={"browser": {"viewport": viewport}})
-    env.config.browser.reuse_context = reuse_context
+    env.reuse_context = reuse_context
     env.reset(options={"task": MiniWoBTask(tasks[0], seed=999)})  # launch + warm-up, not timed
     resets, step_times = [], []
     try:

@@ -3,7 +3,7 @@ a Playwright browser server or a DevTools endpoint elsewhere), isolated contexts
 
 `BrowserSession` owns a sync-Playwright Chromium. Each env slot gets its own `BrowserContext`
 (isolated cookies, storage, cache), kept across episodes and scrubbed in between
-(`reuse_context`, `webrl.envs.context_pool`) or opened fresh per episode, so episodes cannot
+(`WebEnv(reuse_context=True)`, `webrl.envs.context_pool`) or opened fresh per episode, so episodes cannot
 leak state into each other, and several env slots can share one browser (`EnvWorker`). If
 Chromium dies (or a remote one becomes unreachable), `relaunch()` starts (or rejoins) one and
 bumps `generation`, which tells every slot that its context belongs to a dead browser.
@@ -39,6 +39,12 @@ CHROMIUM_FLAGS = (
 )
 VIEWPORT_PRESETS = {"openwebrl": (1280, 1000), "cpu": (800, 600), "small": (640, 480)}
 DEBIAN_CHROMIUM = "/usr/bin/chromium"
+LAUNCH_TIMEOUT_S = 30.0
+"""Give up launching Chromium after this long (a healthy launch takes about a second)."""
+CONNECT_TIMEOUT_S = 30.0
+"""Give up joining `BrowserConfig.connect_url` after this long (an InfraError naming the URL);
+`BrowserSession(connect_timeout_s=...)` overrides it (tests of unreachable endpoints)."""
+
 
 class InfraError(RuntimeError):
     """The browser, a page or the harness failed (not the agent): the episode must end truncated."""
@@ -58,23 +64,9 @@ class BrowserConfig:
     "small" (640x480), or "WxH" such as "1024x768"."""
     extra_args: tuple[str, ...] = ()
     """Chromium flags added after CHROMIUM_FLAGS."""
-    launch_timeout_s: float = 30.0
-    """Give up launching Chromium after this long."""
     load_timeout_s: float = 10.0
-    """Cap for one navigation (goto / back / forward) to reach DOMContentLoaded."""
-    ready_timeout_s: float = 3.0
-    """Cap for the whole readiness wait after an action; past it the page is observed as is."""
-    network_quiet_cap_s: float = 0.5
-    """Stop waiting for in-flight fetch/XHR after this long (long-polling pages never go quiet)."""
-    dom_quiet_ms: float = 30.0
-    """The DOM must stay unchanged this long before the page counts as ready."""
-    responsive_probe_s: float = 2.0
-    """A page that does not run a trivial script within this long after a timed-out action or
-    readiness wait counts as stuck (its tab is closed, the episode truncated)."""
-    popup_wait_s: float = 1.0
-    """After a click on a target=_blank link or a window.open call, wait this long for the tab."""
-    navigation_grace_s: float = 1.0
-    """After a page starts navigating away, wait at most this long for the next document."""
+    """Cap for one navigation (goto / back / forward) to reach DOMContentLoaded; a slow site
+    needs more (the step's own `step_timeout_s` still bounds it)."""
     connect_url: str = ""
     """A browser running elsewhere to drive instead of launching one: "" = launch Chromium here;
     "ws://host:port/path" = a Playwright browser server (`playwright launch-server`, or
@@ -84,26 +76,14 @@ class BrowserConfig:
     flags are its owner's business, so `executable_path`, `extra_args` and `headless=False`
     are refused with it (see `webrl.envs.remote_browser` for what that means for the network
     policy)."""
-    connect_timeout_s: float = 30.0
-    """Give up joining `connect_url` after this long (an InfraError naming the URL)."""
-    reuse_context: bool = True
-    """Keep each env slot's context and first tab across episodes, scrubbed in between
-    (`webrl.envs.context_pool`: what is cleared, and when a fresh context is used instead);
-    False: a new context per episode."""
 
     def __post_init__(self) -> None:
         viewport_size(self.viewport)  # raises with the allowed values
-        for name in ("launch_timeout_s", "load_timeout_s", "ready_timeout_s", "network_quiet_cap_s",
-                     "navigation_grace_s", "popup_wait_s", "responsive_probe_s", "connect_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"BrowserConfig.{name} must be > 0, got {getattr(self, name)!r}")
-        if self.dom_quiet_ms < 0:
-            raise ValueError(f"BrowserConfig.dom_quiet_ms must be >= 0, got {self.dom_quiet_ms!r}")
+        if not self.load_timeout_s > 0:
+            raise ValueError(f"BrowserConfig.load_timeout_s must be > 0, got {self.load_timeout_s!r}")
         self.extra_args = tuple(self.extra_args)
         remote_connect_kind(self.connect_url)  # raises with the allowed forms
         check_remote_settings(self)
-        if not isinstance(self.reuse_context, bool):
-            raise ValueError(f"BrowserConfig.reuse_context must be True or False, got {self.reuse_context!r}")
 
     @property
     def remote(self) -> bool:
@@ -130,15 +110,10 @@ def check_remote_settings(config: "BrowserConfig") -> None:
     """Refuse launch settings that cannot apply to a browser launched by someone else. Run at
     construction and again at `BrowserSession.start`, because `WebEnvConfig` appends
     `--host-resolver-rules` (from `safety.network.resolver_overrides`) after construction."""
-    defaults = BrowserConfig.__dataclass_fields__
     if not config.connect_url:
-        if config.connect_timeout_s != defaults["connect_timeout_s"].default:
-            raise ConfigError(f"BrowserConfig.connect_timeout_s={config.connect_timeout_s!r} is only read with "
-                              f"connect_url set (a remote browser); a launched Chromium uses launch_timeout_s")
         return
     refused = {"executable_path": config.executable_path != "", "extra_args": bool(config.extra_args),
-               "headless": config.headless is not True,
-               "launch_timeout_s": config.launch_timeout_s != defaults["launch_timeout_s"].default}
+               "headless": config.headless is not True}
     for name, bad in refused.items():
         if not bad:
             continue
@@ -146,7 +121,6 @@ def check_remote_settings(config: "BrowserConfig") -> None:
                 "cannot take it, so leave resolver_overrides empty with a remote browser)"
                 if name == "extra_args" and any(a.startswith("--host-resolver-rules=") for a in config.extra_args)
                 else "")
-        hint = hint or (" (joining it is bounded by connect_timeout_s)" if name == "launch_timeout_s" else "")
         raise ConfigError(f"BrowserConfig.{name}={getattr(config, name)!r} cannot apply to the remote browser at "
                           f"connect_url={config.connect_url!r}{hint}: set it where that browser is launched, "
                           f"or leave connect_url '' to launch Chromium here")
@@ -245,8 +219,10 @@ class BrowserSession:
     allows one per thread), each with its own Chromium.
     """
 
-    def __init__(self, config: Optional[BrowserConfig] = None):
+    def __init__(self, config: Optional[BrowserConfig] = None, *, connect_timeout_s: Optional[float] = None):
         self.config = config or BrowserConfig()
+        self.connect_timeout_s = connect_timeout_s
+        """Seconds to join `config.connect_url`; None = CONNECT_TIMEOUT_S (read at each connect)."""
         self.viewport = viewport_size(self.config.viewport)
         self.generation = 0
         self._playwright: Optional[Playwright] = None
@@ -276,11 +252,12 @@ class BrowserSession:
                 executable_path=executable, headless=self.config.headless,
                 args=[*CHROMIUM_FLAGS, *self.config.extra_args, self._marker],
                 ignore_default_args=["--disable-popup-blocking"],
-                timeout=self.config.launch_timeout_s * 1000)
+                timeout=LAUNCH_TIMEOUT_S * 1000)
         self.generation += 1
 
     def _connect(self) -> Browser:
-        url, timeout_s = self.config.connect_url, self.config.connect_timeout_s
+        url = self.config.connect_url
+        timeout_s = CONNECT_TIMEOUT_S if self.connect_timeout_s is None else self.connect_timeout_s
         assert self._playwright is not None
         chromium = self._playwright.chromium
         try:

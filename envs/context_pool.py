@@ -54,14 +54,6 @@ SCRUB_TIMEOUT_S = 5.0
 """Cap of the about:blank navigation of a scrub; past it the context is replaced."""
 
 
-def reuse_enabled(browser_config: Any) -> bool:
-    """`browser.reuse_context` (checked again: tests set it on a built config)."""
-    value = browser_config.reuse_context
-    if not isinstance(value, bool):
-        raise ValueError(f"BrowserConfig.reuse_context must be True or False, got {value!r}")
-    return value
-
-
 def _origin(url: str) -> Optional[str]:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:

@@ -16,7 +16,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from webrl.envs.browser import BrowserConfig, EpisodeEvents
 from webrl.envs.execute import PageUnresponsive
 from webrl.envs.observation import ObservationConfig, wait_ready_and_collect
-from webrl.envs.readiness import is_responsive, wait_until_ready
+from webrl.envs.readiness import POPUP_WAIT_S, READY_TIMEOUT_S, RESPONSIVE_PROBE_S, is_responsive, wait_until_ready
 from webrl.envs.recording import EpisodeRecording
 from webrl.envs.safety import Deadline, DomainAllowlist, close_page_quietly, guard_tab_urls
 from webrl.envs.task import OriginAlias, Task
@@ -111,7 +111,7 @@ def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before:
         notes.append(f"Blocked {ready['blockedPopups']} popup(s) opened without a user action")
     if ready is not None and ready.get("popup") and not opened:
         try:  # a link with target=_blank or window.open: its tab arrives a little later
-            episode.context.wait_for_event("page", timeout=deadline.timeout_ms(browser.popup_wait_s))
+            episode.context.wait_for_event("page", timeout=deadline.timeout_ms(POPUP_WAIT_S))
         except PlaywrightTimeout:
             pass
         more_notes, more_pages = events.drain()
@@ -142,14 +142,14 @@ def _wait_ready(episode: Episode, browser: BrowserConfig, deadline: Deadline,
                 observation: Optional[ObservationConfig] = None) -> Optional[dict]:
     page = episode.tabs.page
     # the first observation of an episode waits for the page load like a navigation does
-    cap = browser.ready_timeout_s if episode.steps else max(browser.ready_timeout_s, browser.load_timeout_s)
+    cap = READY_TIMEOUT_S if episode.steps else max(READY_TIMEOUT_S, browser.load_timeout_s)
     if observation is None:
-        ready = wait_until_ready(page, browser, deadline.timeout_s(cap), token=episode.steps)
+        ready = wait_until_ready(page, deadline.timeout_s(cap), token=episode.steps)
     else:
-        ready, collected = wait_ready_and_collect(page, browser, observation, deadline.timeout_s(cap),
+        ready, collected = wait_ready_and_collect(page, observation, deadline.timeout_s(cap),
                                                   token=episode.steps)
         episode.prefetched = (page, page.url, collected) if collected is not None else None
-    if ready is None and not is_responsive(page, min(browser.responsive_probe_s, max(deadline.remaining(), 0.1))):
+    if ready is None and not is_responsive(page, min(RESPONSIVE_PROBE_S, max(deadline.remaining(), 0.1))):
         raise PageUnresponsive("the page stopped responding (a script may be looping)")
     return ready
 

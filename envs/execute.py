@@ -31,7 +31,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from webrl.actions import Action
 from webrl.envs.browser import BrowserConfig
-from webrl.envs.readiness import evaluate_with_timeout, is_responsive
+from webrl.envs.readiness import RESPONSIVE_PROBE_S, evaluate_with_timeout, is_responsive
+from webrl.envs import safety as limits  # ACTION_TIMEOUT_S, MAX_TABS read at call time (tests patch them)
 from webrl.envs.safety import Deadline, DomainAllowlist, SafetyConfig
 
 if TYPE_CHECKING:  # episode.py imports this module: no import cycle at run time
@@ -167,7 +168,7 @@ class ActionContext:
     on_new_page: Callable[[Any], None] = field(default=lambda page: None)
 
     def timeout_ms(self) -> float:
-        return self.deadline.timeout_ms(self.safety.action_timeout_s)
+        return self.deadline.timeout_ms(limits.ACTION_TIMEOUT_S)
 
 
 def execute_action(action: Action, ctx: ActionContext) -> str:
@@ -177,7 +178,7 @@ def execute_action(action: Action, ctx: ActionContext) -> str:
     try:
         return handler(action, ctx)
     except PlaywrightTimeout as error:
-        if not page.is_closed() and not is_responsive(page, min(ctx.browser.responsive_probe_s, max(ctx.deadline.remaining(), 0.1))):
+        if not page.is_closed() and not is_responsive(page, min(RESPONSIVE_PROBE_S, max(ctx.deadline.remaining(), 0.1))):
             raise PageUnresponsive(f"the page stopped responding during {action.kind}") from error
         raise ActionFailed(f"{action.kind} timed out: {_summarize(error)}") from error
     except PlaywrightError as error:
@@ -217,7 +218,7 @@ def _in_frames(ctx: ActionContext, frames: Sequence[str] | None) -> Any:
 def _locator(ctx: ActionContext, element_id: int) -> Any:
     selector = f'[data-webrl-id="{element_id}"]'
     frames = evaluate_with_timeout(ctx.tabs.page, _FRAME_PATH_JS, selector,
-                                   ctx.deadline.timeout_s(ctx.safety.action_timeout_s))
+                                   ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     return _in_frames(ctx, frames).locator(selector)
 
 
@@ -231,7 +232,7 @@ def _to_viewport(ctx: ActionContext, x: float, y: float) -> tuple[float, float]:
 def _point_target(ctx: ActionContext, x: float, y: float, mark: str) -> tuple[Any, dict[str, Any]]:
     vx, vy = _to_viewport(ctx, x, y)
     hit = evaluate_with_timeout(ctx.tabs.page, _POINT_JS, {"x": vx, "y": vy, "mark": mark},
-                                ctx.deadline.timeout_s(ctx.safety.action_timeout_s))
+                                ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     if not hit:
         raise ActionFailed(f"nothing is under the point ({x:g}, {y:g})")
     return ctx.tabs.page.locator(f'[data-webrl-point="{mark}"]').first, hit
@@ -272,7 +273,7 @@ def _hover_at(action: Action, ctx: ActionContext) -> str:
 def _type(action: Action, ctx: ActionContext) -> str:
     element_id = None if action.element is None else _element(action, ctx)["id"]
     found = evaluate_with_timeout(ctx.tabs.page, _FOCUS_JS, {"id": element_id, "needEditable": True},
-                                  ctx.deadline.timeout_s(ctx.safety.action_timeout_s))
+                                  ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     if not found["ok"]:
         if found["why"] == "nofocus":
             raise ActionFailed("no text field has focus: click a text field first or pass its element id")
@@ -322,7 +323,7 @@ def _scroll(action: Action, ctx: ActionContext) -> str:
         arg["x"], arg["y"] = _to_viewport(ctx, action.x, action.y)
         where = f" at ({action.x:g}, {action.y:g})"
     result = evaluate_with_timeout(ctx.tabs.page, _SCROLL_JS, arg,
-                                   ctx.deadline.timeout_s(ctx.safety.action_timeout_s))
+                                   ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     if not result["moved"]:
         return f"Scrolled {action.direction}{where}: already at the end, nothing moved"
     return (f"Scrolled {action.direction} {pixels} px{where} "
@@ -332,7 +333,7 @@ def _scroll(action: Action, ctx: ActionContext) -> str:
 def _press(action: Action, ctx: ActionContext) -> str:
     keys = [_normalize_key(k) for k in (action.text.split() or [" "])]
     found = evaluate_with_timeout(ctx.tabs.page, _FOCUS_JS, {"id": None, "needEditable": False},
-                                  ctx.deadline.timeout_s(ctx.safety.action_timeout_s))
+                                  ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     target = _in_frames(ctx, found.get("frames")).locator("[data-webrl-focus]").first if found and found["ok"] \
         else ctx.tabs.page.locator("body")
     for key in keys:
@@ -388,8 +389,8 @@ def _history(action: Action, ctx: ActionContext) -> str:
 
 
 def _new_tab(action: Action, ctx: ActionContext) -> str:
-    if len(ctx.tabs.pages) >= ctx.safety.max_tabs:
-        raise ActionFailed(f"cannot open more than {ctx.safety.max_tabs} tabs; close one first")
+    if len(ctx.tabs.pages) >= limits.MAX_TABS:
+        raise ActionFailed(f"cannot open more than {limits.MAX_TABS} tabs; close one first")
     url = normalize_url(action.text) if action.text else None
     reason = ctx.allowlist.check_navigation(url) if url else None
     if reason:

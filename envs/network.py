@@ -52,6 +52,10 @@ MULTI_PART_SUFFIXES = frozenset({
     "org.in", "co.za", "co.il", "com.br", "com.mx", "com.ar", "com.cn", "com.hk", "com.tw",
     "com.sg", "com.my", "com.tr", "com.sa", "com.eg", "com.ua", "com.pl", "co.id", "co.th",
 })
+DNS_CACHE_SIZE = 256
+"""Host names whose resolution an `AddressPolicy` remembers (one policy per episode)."""
+MAX_REDIRECTS = 10
+"""Redirect hops the public-web guard follows (each one checked) before it refuses the request."""
 HTTP_URL = re.compile(r"^https?://", re.IGNORECASE)
 WEBSOCKET_URL = re.compile(r"^wss?://", re.IGNORECASE)
 
@@ -68,10 +72,6 @@ class NetworkPolicyConfig:
     resolver_overrides: dict[str, str] = field(default_factory=dict)
     """Host name -> IP used instead of DNS, by this guard and (through `--host-resolver-rules`,
     added by `WebEnvConfig`) by Chromium, so both agree: {"public.test": "127.0.0.1"}."""
-    dns_cache_size: int = 256
-    """Host names whose resolution is remembered per episode."""
-    max_redirects: int = 10
-    """Redirect hops followed (each one checked) before the request is refused."""
 
     def __post_init__(self) -> None:
         self.internal_networks = tuple(self.internal_networks)
@@ -88,9 +88,6 @@ class NetworkPolicyConfig:
             if parse_ip_literal(address) is None or not re.fullmatch(r"[a-z0-9.-]+", host):
                 raise ValueError(f"NetworkPolicyConfig.resolver_overrides: {host!r}: {address!r} must "
                                  "map a host name to an IP address")
-        for name in ("dns_cache_size", "max_redirects"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"NetworkPolicyConfig.{name} must be an int >= 1, got {getattr(self, name)!r}")
 
 
 def chromium_resolver_rules(overrides: dict[str, str]) -> str:
@@ -155,8 +152,9 @@ class AddressPolicy:
     """Which addresses are internal, and what a URL's host resolves to (cached per instance)."""
 
     def __init__(self, config: NetworkPolicyConfig,
-                 resolve: Optional[Callable[[str], Sequence[str]]] = None):
+                 resolve: Optional[Callable[[str], Sequence[str]]] = None, *, cache_size: int = DNS_CACHE_SIZE):
         self.config = config
+        self.cache_size = cache_size
         self.internal = [ipaddress.ip_network(c, strict=False) for c in config.internal_networks]
         self.stand_ins = [ipaddress.ip_network(c, strict=False) for c in config.public_stand_ins]
         self._resolve = resolve or _system_addresses
@@ -183,7 +181,7 @@ class AddressPolicy:
         else:
             found = tuple(dict.fromkeys(ipaddress.ip_address(a.split("%", 1)[0]) for a in self._resolve(host)))
         self._cache[host] = found
-        if len(self._cache) > self.config.dns_cache_size:
+        if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return found
 
@@ -257,7 +255,7 @@ class PublicWebGuard:
         request = route.request
         url, method, body = request.url, request.method, request.post_data_buffer
         first = None
-        for _ in range(self.addresses.config.max_redirects + 1):
+        for _ in range(MAX_REDIRECTS + 1):
             response = self._fetch(route, url, method, body)
             first = first or response
             location = response.headers.get("location", "")
@@ -271,7 +269,7 @@ class PublicWebGuard:
             reason = self._refusal(url, top_level)
             if reason:
                 return first, response, reason, url
-        return first, first, f"more than {self.addresses.config.max_redirects} redirects", url
+        return first, first, f"more than {MAX_REDIRECTS} redirects", url
 
     def _fetch(self, route: Any, url: str, method: str, body: Optional[bytes]) -> Any:
         headers = None

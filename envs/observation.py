@@ -12,7 +12,7 @@ call (`search_catalog(query: text): Search the catalogue ...`, one per line;
 
 Notation:
   H, W  screenshot height and width in pixels (= viewport CSS pixels; device scale factor 1)
-  N     number of collected interactive elements (<= ObservationConfig.max_elements)
+  N     number of collected interactive elements (<= MAX_ELEMENTS)
 
 Elements are collected by `som.js` through `wait_for_function` rather than `evaluate`: its
 timeout is enforced outside the page, so a page stuck in a script cannot hang the observation.
@@ -48,6 +48,13 @@ TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_e
 MAX_TEXT_CHARS = 1 << 20
 MAX_STEP_INDEX = 1 << 20
 DISCOVERY_MODES = ("selectors", "full")
+MAX_ELEMENTS = 400
+"""Collect at most this many interactive elements (DOM order); the list notes the rest."""
+MAX_NAME_CHARS = 100
+"""Accessible names and option labels are cut to this length."""
+SOM_OVERLAY = True
+"""Draw numbered Set-of-Mark boxes on obs["screenshot"] (info["raw_screenshot_png"] keeps the
+screenshot without them, which is what `rollout.screenshot=raw` shows the policy)."""
 _PALETTE = ((230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180),
             (0, 128, 128), (240, 50, 230), (128, 0, 0), (0, 0, 128), (128, 128, 0))
 
@@ -56,14 +63,6 @@ _PALETTE = ((230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 3
 class ObservationConfig:
     """What an observation contains and how it is drawn."""
 
-    som_overlay: bool = True
-    """Draw numbered Set-of-Mark boxes on obs["screenshot"] (info keeps the raw PNG)."""
-    max_elements: int = 400
-    """Collect at most this many interactive elements (DOM order); the list notes the rest."""
-    max_name_chars: int = 100
-    """Accessible names and option labels are cut to this length."""
-    list_offscreen: bool = True
-    """List elements outside the viewport in elements_text (marked "offscreen")."""
     discovery: str = "full"
     """How som.js finds candidates: "selectors" (native controls and ARIA widgets by CSS
     selector, the lists the shipped checkpoints were trained on) or "full" (also elements with
@@ -73,10 +72,6 @@ class ObservationConfig:
     def __post_init__(self) -> None:
         if self.discovery not in DISCOVERY_MODES:
             raise ValueError(f"ObservationConfig.discovery must be one of {DISCOVERY_MODES}, got {self.discovery!r}")
-        if not 1 <= self.max_elements <= 100_000:
-            raise ValueError(f"ObservationConfig.max_elements must be in 1..100000, got {self.max_elements!r}")
-        if not 8 <= self.max_name_chars <= 1000:
-            raise ValueError(f"ObservationConfig.max_name_chars must be in 8..1000, got {self.max_name_chars!r}")
 
 
 class AnyText(spaces.Text):
@@ -129,8 +124,7 @@ def collect_elements(page: Any, config: ObservationConfig, timeout_s: float) -> 
 
 def som_arg(config: ObservationConfig) -> dict[str, Any]:
     """som.js's argument: the element cap, the name length cap and the discovery mode."""
-    return {"maxElements": config.max_elements, "maxNameChars": config.max_name_chars,
-            "discovery": config.discovery}
+    return {"maxElements": MAX_ELEMENTS, "maxNameChars": MAX_NAME_CHARS, "discovery": config.discovery}
 
 
 @lru_cache(maxsize=1)
@@ -141,7 +135,7 @@ def ready_and_collect_script() -> str:
             f"  return {{ready, collected: ready.popup ? null : ({som_script()})(arg.som)}}; }}")
 
 
-def wait_ready_and_collect(page: Any, browser: Any, config: ObservationConfig, timeout_s: float,
+def wait_ready_and_collect(page: Any, config: ObservationConfig, timeout_s: float,
                            token: int) -> tuple[Optional[dict], Optional[dict[str, Any]]]:
     """`readiness.wait_until_ready` and `collect_elements` in one round trip: (ready, collected).
 
@@ -149,7 +143,7 @@ def wait_ready_and_collect(page: Any, browser: Any, config: ObservationConfig, t
     is); collected is None when the probe saw a popup hint. Same som.js and arguments as
     `collect_elements`, so the element list is the one a separate collection returns.
     """
-    arg = {"ready": readiness_arg(browser, token), "som": som_arg(config)}
+    arg = {"ready": readiness_arg(token), "som": som_arg(config)}
     try:
         handle = page.wait_for_function(ready_and_collect_script(), arg=arg, polling=10,
                                         timeout=max(1.0, timeout_s * 1000))
@@ -260,11 +254,11 @@ def build_observation(*, screenshot_png: bytes, elements: list[dict[str, Any]], 
                       error: str, config: ObservationConfig, skills: str = "", tools: str = "") -> dict[str, Any]:
     """Assemble `obs` (space keys only) from what the page returned."""
     image = decode_png(screenshot_png)  # (H, W, 3)
-    if config.som_overlay and elements:
+    if SOM_OVERLAY and elements:
         image = draw_set_of_mark(image, elements)
     return {"screenshot": image, "url": url[:MAX_TEXT_CHARS], "title": title[:MAX_TEXT_CHARS],
             "goal": goal[:MAX_TEXT_CHARS],
-            "elements_text": format_elements_text(elements, truncated, config.list_offscreen),
+            "elements_text": format_elements_text(elements, truncated),
             "feedback": feedback[:MAX_TEXT_CHARS], "last_action_error": error[:MAX_TEXT_CHARS],
             "tabs": tabs[:MAX_TEXT_CHARS], "skills": skills[:MAX_TEXT_CHARS],
             "tools": tools[:MAX_TEXT_CHARS], "step": int(step)}

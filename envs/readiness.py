@@ -11,13 +11,25 @@ always paid) is not used.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-if TYPE_CHECKING:  # browser.py imports this module: no import cycle at run time
-    from webrl.envs.browser import BrowserConfig
+READY_TIMEOUT_S = 3.0
+"""Cap for the whole readiness wait after an action; past it the page is observed as it is
+(the first observation of an episode waits up to the navigation's `load_timeout_s` instead)."""
+NETWORK_QUIET_CAP_S = 0.5
+"""Stop waiting for in-flight fetch/XHR after this long (long-polling pages never go quiet)."""
+DOM_QUIET_MS = 30.0
+"""The DOM must stay unchanged this long before the page counts as ready."""
+NAVIGATION_GRACE_S = 1.0
+"""After a page starts navigating away, wait at most this long for the next document."""
+RESPONSIVE_PROBE_S = 2.0
+"""A page that does not run a trivial script within this long after a timed-out action or
+readiness wait counts as stuck (its tab is closed, the episode truncated)."""
+POPUP_WAIT_S = 1.0
+"""After a click on a target=_blank link or a window.open call, wait this long for the tab."""
 
 # Installed in every document before page scripts run: the readiness probe's state.
 # lastMutation ignores our own data-webrl-* marks; inflight counts fetch/XHR started by the page.
@@ -99,7 +111,7 @@ READINESS_PROBE = r"""
 """
 
 
-def wait_until_ready(page: Page, config: BrowserConfig, timeout_s: float, token: int) -> Optional[dict]:
+def wait_until_ready(page: Page, timeout_s: float, token: int) -> Optional[dict]:
     """Wait until `page` is loaded, network-quiet (capped) and DOM-quiet.
 
     Returns {"popup": bool (a click or window.open may be opening a tab), "blockedPopups": int},
@@ -108,7 +120,7 @@ def wait_until_ready(page: Page, config: BrowserConfig, timeout_s: float, token:
     errors (closed / crashed page) to the caller.
     """
     try:
-        handle = page.wait_for_function(READINESS_PROBE, arg=readiness_arg(config, token), polling=10,
+        handle = page.wait_for_function(READINESS_PROBE, arg=readiness_arg(token), polling=10,
                                         timeout=max(1.0, timeout_s * 1000))
     except PlaywrightTimeout:
         return None
@@ -119,10 +131,10 @@ def wait_until_ready(page: Page, config: BrowserConfig, timeout_s: float, token:
     return readiness_result(value)
 
 
-def readiness_arg(config: BrowserConfig, token: int) -> dict[str, Any]:
-    """The probe's argument: the action's token and the config's quiet / cap / grace times (ms)."""
-    return {"token": token, "quietMs": config.dom_quiet_ms, "networkCapMs": config.network_quiet_cap_s * 1000,
-            "navigationGraceMs": config.navigation_grace_s * 1000}
+def readiness_arg(token: int) -> dict[str, Any]:
+    """The probe's argument: the action's token and the quiet / cap / grace times (ms)."""
+    return {"token": token, "quietMs": DOM_QUIET_MS, "networkCapMs": NETWORK_QUIET_CAP_S * 1000,
+            "navigationGraceMs": NAVIGATION_GRACE_S * 1000}
 
 
 def readiness_result(value: Any) -> dict:

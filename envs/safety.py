@@ -12,11 +12,11 @@ Everything here is installed per `BrowserContext` (= per episode) and reports th
   file://, chrome://, data: and javascript: navigations are refused. Chromium itself refuses
   renderer-initiated top-level navigations to file:// and data: from web pages.
 - Dialogs (alert / confirm / prompt / beforeunload) are accepted (or dismissed, by config) and
-  reported. Past `max_dialogs_per_step` in one step (an alert loop) they are left open, which
+  reported. Past `MAX_DIALOGS_PER_STEP` in one step (an alert loop) they are left open, which
   stalls the page; the env then closes the tab as unresponsive.
 - Downloads are refused (`accept_downloads=False`) and reported.
 - Popup floods: Chromium's popup blocker stays on (see browser.py), and a tab opened past
-  `max_tabs` is closed at once.
+  `MAX_TABS` is closed at once.
 - Time: every Playwright call of a step gets `Deadline.timeout_ms(...)`, so a step ends within
   `step_timeout_s` plus the time to close a stuck tab; episodes end after `episode_timeout_s`
   of env time (time spent inside reset/step, not the policy's thinking time, so a slow
@@ -35,6 +35,18 @@ from webrl.envs.network import NetworkPolicyConfig, install_public_web_guard
 
 DIALOG_POLICIES = ("accept", "dismiss")
 SUBRESOURCE_POLICIES = ("allowlist", "any", "public")
+ACTION_TIMEOUT_S = 3.0
+"""Cap for one element action to find its target and act (Playwright actionability); the step's
+`step_timeout_s` bounds the whole step."""
+MAX_TABS = 8
+"""Tabs an episode may have open; tabs opened past this are closed at once."""
+MAX_DIALOGS_PER_STEP = 5
+"""Dialogs handled in one step; more means an alert loop and the tab is closed."""
+REDIRECT_CHECK_TIMEOUT_S = 10.0
+"""Timeout of the redirect check's document fetch: top-level documents are fetched without
+following redirects, and a redirect whose Location is outside the allowlist is refused
+(Playwright does not route redirect hops). Only the first hop is checked at request level;
+later hops are caught after loading (the tab is reset)."""
 
 
 @dataclass
@@ -45,24 +57,8 @@ class SafetyConfig:
     """Hard limit for one step (action + readiness + observation)."""
     episode_timeout_s: float = 600.0
     """Env time (inside reset/step) after which the episode is truncated."""
-    watchdog_grace_s: float = 5.0
-    """Seconds past a step's (or reset's) time limit after which a browser call that has not
-    returned is ended by closing the episode's context from another thread (`envs/watchdog.py`:
-    Playwright's own timeouts do not fire in every state of a page stuck in a script)."""
-    action_timeout_s: float = 3.0
-    """Cap for one element action to find its target and act (Playwright actionability)."""
-    max_tabs: int = 8
-    """Tabs an episode may have open; tabs opened past this are closed at once."""
-    max_dialogs_per_step: int = 5
-    """Dialogs handled in one step; more means an alert loop and the tab is closed."""
     dialog_policy: str = "accept"
     """"accept" (prompt: its default text) or "dismiss" every dialog."""
-    check_redirects: bool = True
-    """Fetch top-level documents without following redirects and refuse a redirect whose
-    Location is outside the allowlist (Playwright does not route redirect hops). Only the first
-    hop is checked at request level; later hops are caught after loading (the tab is reset)."""
-    redirect_check_timeout_s: float = 10.0
-    """Timeout of that document fetch."""
     subresource_policy: str = "allowlist"
     """"allowlist": every request must target an allowed domain; "any": only navigations
     (documents) are checked, images/scripts/XHR may come from any host; "public" (live web):
@@ -72,14 +68,9 @@ class SafetyConfig:
     """Internal address ranges and name resolution of the "public" policy (a dict is accepted)."""
 
     def __post_init__(self) -> None:
-        for name in ("step_timeout_s", "episode_timeout_s", "action_timeout_s", "redirect_check_timeout_s",
-                     "watchdog_grace_s"):
-            if getattr(self, name) <= 0:
+        for name in ("step_timeout_s", "episode_timeout_s"):
+            if not getattr(self, name) > 0:
                 raise ValueError(f"SafetyConfig.{name} must be > 0, got {getattr(self, name)!r}")
-        if self.max_tabs < 1:
-            raise ValueError(f"SafetyConfig.max_tabs must be >= 1, got {self.max_tabs!r}")
-        if self.max_dialogs_per_step < 0:
-            raise ValueError(f"SafetyConfig.max_dialogs_per_step must be >= 0, got {self.max_dialogs_per_step!r}")
         if self.dialog_policy not in DIALOG_POLICIES:
             raise ValueError(f"SafetyConfig.dialog_policy must be one of {DIALOG_POLICIES}, got {self.dialog_policy!r}")
         if self.subresource_policy not in SUBRESOURCE_POLICIES:
@@ -181,7 +172,7 @@ class RequestGuard:
         netloc = urlsplit(url).netloc
         is_document = request.is_navigation_request()
         if self.allowlist.allows_host(netloc):
-            if self.config.check_redirects and is_document and request.method == "GET":
+            if is_document and request.method == "GET":
                 self._fetch_document(route)
             else:
                 route.continue_()
@@ -196,7 +187,7 @@ class RequestGuard:
         # Playwright does not route the hops of a redirect: fetch the document without following
         # redirects and refuse a Location outside the allowlist before the browser goes there.
         try:
-            response = route.fetch(max_redirects=0, timeout=self.config.redirect_check_timeout_s * 1000)
+            response = route.fetch(max_redirects=0, timeout=REDIRECT_CHECK_TIMEOUT_S * 1000)
         except Exception:  # connection refused, timeout...: let the browser fail on its own
             route.continue_()
             return
@@ -217,16 +208,15 @@ def install_guards(context: Any, allowlist: DomainAllowlist, events: EpisodeEven
 
     def on_page(page: Any) -> None:
         attach_page_handlers(page, events, config)
-        if len(context.pages) > config.max_tabs:
+        if len(context.pages) > MAX_TABS:
             events.notes.append(f"Closed a tab opened by the page ({page.url}): limit of "
-                                f"{config.max_tabs} tabs reached")
+                                f"{MAX_TABS} tabs reached")
             close_page_quietly(page)
             return
         events.new_pages.append(page)
 
     if config.subresource_policy == "public":
-        install_public_web_guard(context, allowlist, events, config.network,
-                                 config.redirect_check_timeout_s)
+        install_public_web_guard(context, allowlist, events, config.network, REDIRECT_CHECK_TIMEOUT_S)
     else:
         context.route("**/*", RequestGuard(allowlist, events, config))
     context.on("page", on_page)
@@ -237,9 +227,9 @@ def attach_page_handlers(page: Any, events: EpisodeEvents, config: SafetyConfig)
 
     def on_dialog(dialog: Any) -> None:
         events.dialogs_this_step += 1
-        if events.dialogs_this_step > config.max_dialogs_per_step:
-            if events.dialogs_this_step == config.max_dialogs_per_step + 1:
-                events.notes.append(f"Dialog flood: more than {config.max_dialogs_per_step} "
+        if events.dialogs_this_step > MAX_DIALOGS_PER_STEP:
+            if events.dialogs_this_step == MAX_DIALOGS_PER_STEP + 1:
+                events.notes.append(f"Dialog flood: more than {MAX_DIALOGS_PER_STEP} "
                                     "dialogs in one step; the tab is left blocked")
                 events.flooded_pages.append(page)
             return  # left open: the page stalls until the env closes the tab

@@ -26,6 +26,9 @@ import threading
 from typing import Any, Optional
 
 WATCHDOG_REASON = "webrl step watchdog: the step overran its time limit"
+WATCHDOG_GRACE_S = 5.0
+"""Seconds past a step's (or reset's) time limit after which a browser call that has not
+returned is ended by closing the episode's context from the watchdog's thread."""
 
 
 class BrowserWatchdog:

@@ -14,7 +14,7 @@ Departures from the OpenWebRL recipe and why:
 - With `config.tools`, `tool(name, args)` calls a tool the site exposes (a site API, a search URL,
   a macro) as one env step (The Tool Illusion; `webrl.envs.tools`).
 - Episodes of one env reuse its BrowserContext and first tab, scrubbed in between
-  (`webrl.envs.context_pool` lists what is cleared); `browser.reuse_context = False` opens a new
+  (`webrl.envs.context_pool` lists what is cleared); `WebEnv(reuse_context=False)` opens a new
   context per episode. Recorded/replayed episodes, and the episode after an infra error, always
   get a new one.
 """
@@ -33,7 +33,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from webrl.actions import Action, ActionError, ParseError, parse_compact
 from webrl.envs.browser import BrowserSession, EpisodeEvents, InfraError, viewport_size
 from webrl.envs.config import WebEnvConfig, as_config
-from webrl.envs.context_pool import ReusableContext, reuse_enabled
+from webrl.envs.context_pool import ReusableContext
 from webrl.envs.episode import Episode, Tabs, count_repeats, settle
 from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, execute_action
 from webrl.envs.observation import (AnyText, blank_observation, build_observation, collect_elements,
@@ -44,6 +44,7 @@ from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_
 from webrl.envs.skill_run import EpisodeSkillSteps, run_skill, skill_step_count, skills_text
 from webrl.envs.tools import EpisodeToolRunner, Tool, load_tools_file, run_tool, task_tools, tool_step_count, tools_text
 from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
+from webrl.envs import watchdog as step_watchdog  # WATCHDOG_GRACE_S read at call time (a soak patches it)
 from webrl.envs.watchdog import BrowserWatchdog
 from webrl.envs.skills import SkillLibrary
 
@@ -111,7 +112,8 @@ class WebEnv(gymnasium.Env):
 
     ## Arguments
     `config` (WebEnvConfig or dict), `tasks` (a TaskSource drawn from at reset), `session` (a
-    shared BrowserSession; the env launches its own if None), `render_mode` ("rgb_array").
+    shared BrowserSession; the env launches its own if None), `render_mode` ("rgb_array"),
+    `reuse_context` (True: one context per slot, scrubbed between episodes; False: one per episode).
     `reset(seed, options={"task": task})` runs a given Task (or TaskSpec: a live-web task); a
     task object lacking optional hooks gets `BaseTask`'s defaults (`webrl.envs.task.as_task`).
     """
@@ -120,8 +122,11 @@ class WebEnv(gymnasium.Env):
 
     def __init__(self, config: Union[WebEnvConfig, Mapping[str, Any], None] = None,
                  tasks: Optional[TaskSource] = None, session: Optional[BrowserSession] = None,
-                 render_mode: Optional[str] = None):
+                 render_mode: Optional[str] = None, *, reuse_context: bool = True):
         self.config = as_config(config)
+        self.reuse_context = reuse_context
+        """Keep the slot's context and first tab across episodes, scrubbed in between
+        (`webrl.envs.context_pool`); False: a new context per episode (tests, benchmarks)."""
         # loaded before any browser starts: a bad skill file fails fast (SkillFileError)
         self.skills = SkillLibrary.load(self.config.skills_dir) if self.config.skills_dir else None
         self._file_tools = load_tools_file(self.config.tools) if self.config.tools not in ("", "task") else ()
@@ -172,7 +177,7 @@ class WebEnv(gymnasium.Env):
         deadline = Deadline(self.config.safety.step_timeout_s)
         steps = max(skill_step_count(parsed, self.skills), tool_step_count(parsed, self.tools))
         budget_s = deadline.seconds * steps  # a skill or macro tool: one step time per step it runs
-        watchdog = BrowserWatchdog(episode.context, budget_s + self.config.safety.watchdog_grace_s)
+        watchdog = BrowserWatchdog(episode.context, budget_s + step_watchdog.WATCHDOG_GRACE_S)
         try:
             with watchdog:
                 obs, info, terminated, reward = self._act_and_observe(episode, parsed, deadline)
@@ -235,7 +240,7 @@ class WebEnv(gymnasium.Env):
         self.tools = {t.name: t for t in tools}
         self.session.ensure_alive()
         recording = self.recorder.start(task.spec.id)
-        kept_page, pooled = None, recording is None and reuse_enabled(self.config.browser)
+        kept_page, pooled = None, recording is None and self.reuse_context
         if pooled:  # the slot's context, scrubbed (webrl.envs.context_pool)
             context, kept_page, events, allowlist = self._contexts.acquire(
                 self.viewport, self.config.safety, task.spec.allowed_domains)
@@ -249,7 +254,7 @@ class WebEnv(gymnasium.Env):
                           pooled=pooled)
         self._episode = episode
         deadline = Deadline(self.config.safety.step_timeout_s + self.config.browser.load_timeout_s)
-        with BrowserWatchdog(context, deadline.seconds + self.config.safety.watchdog_grace_s):
+        with BrowserWatchdog(context, deadline.seconds + step_watchdog.WATCHDOG_GRACE_S):
             return self._open_entry(episode, task, deadline, kept_page)
 
     def _open_entry(self, episode: Episode, task: Task, deadline: Deadline, kept_page: Any = None):
@@ -413,7 +418,7 @@ class WebEnv(gymnasium.Env):
             return
         episode.done = True
         try:  # a page stuck in a script can hang teardown's browser calls: the watchdog bounds them
-            with BrowserWatchdog(episode.context, self.config.safety.watchdog_grace_s):
+            with BrowserWatchdog(episode.context, step_watchdog.WATCHDOG_GRACE_S):
                 episode.task.teardown(episode.tabs.page if episode.tabs.pages else None)
         except Exception:  # teardown must not keep a dead context alive
             clean = False

@@ -32,46 +32,17 @@ decides what to retry). A dead Chromium in one group ends that group's running e
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Union
 
 import numpy as np
 
 from webrl.actions import Action
 from webrl.envs.browser import BrowserSession, InfraError
-from webrl.envs.config import WebEnvConfig, as_config
-from webrl.envs.observation import blank_observation, encode_png
+from webrl.envs.config import PNG_COMPRESS_LEVEL, EnvWorkerConfig, WebEnvConfig
+from webrl.envs.observation import SOM_OVERLAY, blank_observation, encode_png
 from webrl.envs.task import TaskSource
 from webrl.envs.web_env import WebEnv
-
-
-@dataclass
-class EnvWorkerConfig:
-    """One worker process: how many env slots, on how many browsers, and their env config."""
-
-    num_slots: int = 4
-    """Environments hosted on the worker."""
-    threads: int = 1
-    """Browser groups, each one thread + one Chromium; slot i runs in group i % threads, so up to
-    `threads` slots step at the same time. 1..num_slots; 1 = one browser, calls inline (each
-    further group costs one Chromium browser process)."""
-    env: WebEnvConfig = field(default_factory=WebEnvConfig)
-    """Config of every slot."""
-    png_compress_level: int = 1
-    """zlib level for the screenshot PNG (1: fast; 6: a bit smaller, several times slower)."""
-    include_raw_screenshot: bool = False
-    """Also return info["raw_screenshot_png"] (the screenshot without Set-of-Mark boxes)."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.env, WebEnvConfig):
-            self.env = as_config(self.env)
-        if not 1 <= self.num_slots <= 256:
-            raise ValueError(f"EnvWorkerConfig.num_slots must be in 1..256, got {self.num_slots!r}")
-        if not isinstance(self.threads, int) or not 1 <= self.threads <= self.num_slots:
-            raise ValueError(f"EnvWorkerConfig.threads (env.threads) must be an integer in 1..num_slots "
-                             f"= 1..{self.num_slots}, got {self.threads!r}")
-        if not 0 <= self.png_compress_level <= 9:
-            raise ValueError(f"EnvWorkerConfig.png_compress_level must be in 0..9, got {self.png_compress_level!r}")
 
 
 @dataclass
@@ -125,15 +96,21 @@ class _BrowserGroup:
 
 
 class EnvWorker:
-    """N `WebEnv` slots over `threads` browsers; reset/step address a slot. Plain class (tests use it)."""
+    """N `WebEnv` slots over `threads` browsers; reset/step address a slot. Plain class (tests use it).
+
+    include_raw_screenshot: also return info["raw_screenshot_png"] (the screenshot without
+    Set-of-Mark boxes; a run sets it when `rollout.screenshot=raw`). env_config: the slots'
+    `WebEnvConfig` in place of `config.web_env_config()`, for settings the run config does not
+    carry (Chromium `extra_args`: benchmarks cap the JS heap).
+    """
 
     def __init__(self, config: Union[EnvWorkerConfig, Mapping[str, Any], None] = None,
-                 tasks: Optional[TaskSource] = None):
-        if config is None:
-            config = EnvWorkerConfig()
-        elif isinstance(config, Mapping):
-            config = EnvWorkerConfig(**dict(config))
+                 tasks: Optional[TaskSource] = None, *, include_raw_screenshot: bool = False,
+                 env_config: Optional[WebEnvConfig] = None):
+        config = as_worker_config(config)
         self.config = config
+        self.env_config = env_config if env_config is not None else config.web_env_config()
+        self.include_raw_screenshot = include_raw_screenshot
         self.groups = [_BrowserGroup(g, inline=config.threads == 1) for g in range(config.threads)]
         self.envs: list[WebEnv] = [None] * config.num_slots  # type: ignore[list-item]
         # groups start their browsers at the same time, each on its own thread
@@ -145,10 +122,10 @@ class EnvWorker:
 
     def _start_group(self, group: _BrowserGroup, tasks: Optional[TaskSource]) -> None:
         """On the group's thread: its browser, then its slots' envs."""
-        group.session = BrowserSession(self.config.env.browser)
+        group.session = BrowserSession(self.env_config.browser)
         group.session.start()
         for slot in range(group.index, self.config.num_slots, len(self.groups)):
-            self.envs[slot] = WebEnv(self.config.env, tasks=tasks, session=group.session)
+            self.envs[slot] = WebEnv(self.env_config, tasks=tasks, session=group.session)
 
     @property
     def num_slots(self) -> int:
@@ -231,13 +208,13 @@ class EnvWorker:
 
     def _pack(self, slot: int, obs: dict[str, Any], reward: float, terminated: bool,
               truncated: bool, info: dict[str, Any]) -> EnvStepResult:
-        return pack_result(slot, obs, reward, terminated, truncated, info, self.config.png_compress_level,
-                           self.config.include_raw_screenshot, self.config.env.observation.som_overlay)
+        return pack_result(slot, obs, reward, terminated, truncated, info,
+                           include_raw_screenshot=self.include_raw_screenshot)
 
 
 def pack_result(slot: int, obs: dict[str, Any], reward: float, terminated: bool, truncated: bool,
-                info: dict[str, Any], png_compress_level: int = 1, include_raw_screenshot: bool = False,
-                som_overlay: bool = True) -> EnvStepResult:
+                info: dict[str, Any], png_compress_level: int = PNG_COMPRESS_LEVEL,
+                include_raw_screenshot: bool = False, som_overlay: bool = SOM_OVERLAY) -> EnvStepResult:
     """A `WebEnv`'s (obs, reward, terminated, truncated, info) as an `EnvStepResult`: the
     screenshot as PNG bytes (the raw PNG itself when no boxes are drawn on it), and
     info["raw_screenshot_png"] kept only with `include_raw_screenshot`."""
@@ -260,19 +237,26 @@ def actor_concurrency(config: EnvWorkerConfig) -> int:
     return 1 if config.threads == 1 else config.num_slots + 1
 
 
+def as_worker_config(config: Union[EnvWorkerConfig, Mapping[str, Any], None]) -> EnvWorkerConfig:
+    """An EnvWorkerConfig from itself, a flat mapping of its fields, or None (defaults)."""
+    if config is None:
+        return EnvWorkerConfig()
+    if isinstance(config, Mapping):
+        return EnvWorkerConfig(**dict(config))
+    return config
+
+
 def make_env_worker_actor(config: Union[EnvWorkerConfig, Mapping[str, Any], None] = None,
                           tasks: Optional[TaskSource] = None, *, num_cpus: float = 1.0,
-                          max_restarts: int = 3, **actor_options: Any) -> Any:
+                          max_restarts: int = 3, include_raw_screenshot: bool = False, **actor_options: Any) -> Any:
     """Start `EnvWorker` as a Ray actor (threaded, `actor_concurrency(config)` calls at once) and
     return its handle."""
     import ray
 
-    if config is None:
-        config = EnvWorkerConfig()
-    elif isinstance(config, Mapping):
-        config = EnvWorkerConfig(**dict(config))
+    config = as_worker_config(config)
     actor_class = ray.remote(num_cpus=num_cpus, max_restarts=max_restarts,
                              max_concurrency=actor_concurrency(config))(EnvWorker)
     if actor_options:
         actor_class = actor_class.options(**actor_options)
-    return actor_class.remote(config, tasks)
+    return actor_class.remote(config, tasks, include_raw_screenshot=include_raw_screenshot)
+

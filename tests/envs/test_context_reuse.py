@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.envs.helpers import make_env, spec
-from webrl.envs.context_pool import ReusableContext, reuse_enabled
+from webrl.envs.context_pool import ReusableContext
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -67,7 +67,7 @@ def two_episodes(env, server) -> tuple[dict, dict]:
 
 
 def with_reuse(env, on: bool):
-    env.config.browser.reuse_context = on
+    env.reuse_context = on
     return env
 
 
@@ -160,19 +160,6 @@ def test_recorded_episodes_get_their_own_context(browser_session, fixture_server
     finally:
         env.close()
     assert len(list(tmp_path.glob("*.har"))) == 2  # each context wrote its own HAR on close
-
-
-def test_reuse_switch_is_checked():
-    from webrl.envs import BrowserConfig
-
-    class Config:
-        reuse_context = "yes"
-
-    assert reuse_enabled(BrowserConfig()) is True
-    with pytest.raises(ValueError, match=r"BrowserConfig\.reuse_context must be True or False, got 'yes'"):
-        reuse_enabled(Config())
-    with pytest.raises(ValueError, match=r"BrowserConfig\.reuse_context must be True or False, got 'yes'"):
-        BrowserConfig(reuse_context="yes")
 
 
 def test_a_task_that_configures_the_browser_gets_a_fresh_context_next(browser_session, fixture_server):

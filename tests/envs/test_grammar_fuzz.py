@@ -8,17 +8,20 @@ from hypothesis import strategies as st
 
 from webrl.actions import ACTION_KINDS, Action, format_compact, parse_compact
 from tests.envs.helpers import element_id, make_env, spec
+from webrl.envs import safety
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def env(browser_session, fixture_server):
-    # a short step limit: a fuzzed wait(59) must not stall the run
-    env = make_env(browser_session, step_timeout_s=8.0, action_timeout_s=1.0)
-    env.reset(options={"task": spec(fixture_server, max_steps=10_000)})
-    yield env
-    env.close()
+    # a short step limit and 1 s per element action: a fuzzed wait(59) must not stall the run
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(safety, "ACTION_TIMEOUT_S", 1.0)
+        env = make_env(browser_session, step_timeout_s=8.0)
+        env.reset(options={"task": spec(fixture_server, max_steps=10_000)})
+        yield env
+        env.close()
 
 
 def ensure_running(env, fixture_server) -> None:

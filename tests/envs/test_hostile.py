@@ -12,12 +12,23 @@ import time
 import pytest
 
 from tests.envs.helpers import element_id, make_env, spec
+from webrl.envs import safety
+from webrl.envs.observation import MAX_ELEMENTS
 
 pytestmark = pytest.mark.browser
 
 STEP_LIMIT_S = 8.0
-SAFETY = dict(step_timeout_s=STEP_LIMIT_S, action_timeout_s=2.0, max_tabs=2)
+SAFETY = dict(step_timeout_s=STEP_LIMIT_S)
 MARGIN_S = 10.0  # closing a stuck tab (the watchdog's grace, 5 s by default), a loaded CI machine
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tight_limits():
+    """2 s per element action and at most 2 tabs (module constants of webrl.envs.safety) here."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(safety, "ACTION_TIMEOUT_S", 2.0)
+        patch.setattr(safety, "MAX_TABS", 2)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +161,7 @@ def test_fifty_thousand_elements(browser_session, fixture_server):
     try:
         started = time.monotonic()
         obs, info = env.reset(options={"task": spec(fixture_server, "big_dom.html")})
-        limit = env.config.observation.max_elements  # 400
+        limit = MAX_ELEMENTS  # 400
         assert len(info["elements"]) == limit
         # candidates in DOM order: the #grid div (it has onclick) and its 5000 buttons; the scan
         # stops after `limit` kept ones (the div + 399 buttons): 5001 - 400 left unscanned

@@ -163,8 +163,8 @@ def test_address_classes_and_resolution():
 
 def test_resolution_cache_is_bounded():
     calls = []
-    policy = AddressPolicy(NetworkPolicyConfig(dns_cache_size=2),
-                           resolve=lambda host: calls.append(host) or ["93.184.215.14"])
+    policy = AddressPolicy(NetworkPolicyConfig(), resolve=lambda host: calls.append(host) or ["93.184.215.14"],
+                           cache_size=2)
     for host in ("a.example", "b.example", "a.example", "c.example", "b.example"):
         policy.addresses(host)
     # a, b cached; a hit; c evicts b (least recently used); b is resolved again
@@ -188,8 +188,6 @@ def test_bad_network_settings_name_the_key():
         NetworkPolicyConfig(public_stand_ins=("loopback",))
     with pytest.raises(ValueError, match="resolver_overrides: 'evil.test': 'nowhere' must map"):
         NetworkPolicyConfig(resolver_overrides={"evil.test": "nowhere"})
-    with pytest.raises(ValueError, match="dns_cache_size must be an int >= 1"):
-        NetworkPolicyConfig(dns_cache_size=0)
     with pytest.raises(ValueError, match=r"SafetyConfig.network: unknown keys \['internal'\]"):
         SafetyConfig(network={"internal": ["10.0.0.0/8"]})
     with pytest.raises(ValueError, match="extra_args has .* but safety.network.resolver_overrides needs"):

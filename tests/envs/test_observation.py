@@ -124,10 +124,10 @@ def test_configs_validate_and_name_the_field():
     assert BrowserConfig(viewport="1024x768").viewport == "1024x768"
     with pytest.raises(ValueError, match="SafetyConfig.dialog_policy must be one of"):
         SafetyConfig(dialog_policy="ignore")
-    with pytest.raises(ValueError, match="SafetyConfig.watchdog_grace_s must be > 0"):
-        SafetyConfig(watchdog_grace_s=0)
-    with pytest.raises(ValueError, match="ObservationConfig.max_elements"):
-        ObservationConfig(max_elements=0)
+    with pytest.raises(ValueError, match="SafetyConfig.step_timeout_s must be > 0"):
+        SafetyConfig(step_timeout_s=0)
+    with pytest.raises(ValueError, match="ObservationConfig.discovery must be one of"):
+        ObservationConfig(discovery="css")
     with pytest.raises(ValueError, match=r"WebEnvConfig.safety: unknown keys \['step_timeout'\]"):
         WebEnvConfig.from_dict({"safety": {"step_timeout": 3}})
     config = WebEnvConfig.from_dict({"browser": {"viewport": "cpu"}, "max_steps": 7})

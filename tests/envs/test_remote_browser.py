@@ -44,23 +44,12 @@ def test_bad_connect_url_names_the_key_and_the_forms(url):
 
 
 @pytest.mark.parametrize("setting", [{"executable_path": "/usr/bin/chromium"},
-                                     {"extra_args": ("--lang=de",)}, {"headless": False},
-                                     {"launch_timeout_s": 60.0}])
+                                     {"extra_args": ("--lang=de",)}, {"headless": False}])
 def test_launch_settings_are_refused_with_a_remote_browser(setting):
     name = next(iter(setting))
     with pytest.raises(ConfigError, match=rf"BrowserConfig.{name}=.*cannot apply to the remote browser"):
         BrowserConfig(connect_url="ws://127.0.0.1:3000/webrl", **setting)
     BrowserConfig(**setting)  # fine when the browser is launched here
-
-
-def test_connect_timeout_is_refused_without_a_remote_browser():
-    with pytest.raises(ConfigError, match=r"BrowserConfig.connect_timeout_s=5.0 is only read with connect_url set"):
-        BrowserConfig(connect_timeout_s=5.0)
-
-
-def test_connect_timeout_must_be_positive():
-    with pytest.raises(ValueError, match="connect_timeout_s must be > 0"):
-        BrowserConfig(connect_url="ws://127.0.0.1:3000/webrl", connect_timeout_s=0)
 
 
 def test_resolver_overrides_are_refused_before_anything_starts():
@@ -81,8 +70,8 @@ def test_unreachable_url_fails_with_an_error_naming_it():
     silent.bind(("127.0.0.1", 0))
     silent.listen(4)
     cdp_silent = f"http://127.0.0.1:{silent.getsockname()[1]}"
-    first = BrowserSession(BrowserConfig(connect_url=refused, connect_timeout_s=2.0))
-    second = BrowserSession(BrowserConfig(connect_url=cdp_silent, connect_timeout_s=1.0))
+    first = BrowserSession(BrowserConfig(connect_url=refused), connect_timeout_s=2.0)
+    second = BrowserSession(BrowserConfig(connect_url=cdp_silent), connect_timeout_s=1.0)
     try:
         with pytest.raises(InfraError, match=rf"connect_url='{refused}' within connect_timeout_s=2: .*ECONNREFUSED"):
             first.start()
@@ -135,11 +124,12 @@ def test_remote_browser_sees_what_a_local_one_sees(remote_endpoint, browser_sess
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_killed_server_gives_infra_error_then_reconnects(fixture_server):
+def test_killed_server_gives_infra_error_then_reconnects(fixture_server, monkeypatch):
+    from webrl.envs import browser
+
+    monkeypatch.setattr(browser, "CONNECT_TIMEOUT_S", 5.0)
     server = start_browser_server(port=_free_port())
-    worker = EnvWorker(EnvWorkerConfig(num_slots=1, env={
-        "browser": {"viewport": "cpu", "connect_url": server.endpoint, "connect_timeout_s": 5.0},
-        "safety": {"step_timeout_s": 10.0}}))
+    worker = EnvWorker(EnvWorkerConfig(num_slots=1, viewport="cpu", connect_url=server.endpoint, step_timeout_s=10.0))
     try:
         started = worker.reset(0, options={"task": spec(fixture_server)})
         assert not started.truncated and worker.session.browser_pid() is None

@@ -10,12 +10,12 @@ from webrl.envs import EnvWorker, EnvWorkerConfig
 from webrl.envs.observation import decode_png
 from tests.envs.helpers import element_id, spec
 
-SMALL = {"browser": {"viewport": "cpu"}}
+SMALL = {"viewport": "cpu"}
 
 
 @pytest.mark.browser
 def test_slots_share_a_browser_but_not_state(fixture_server):
-    worker = EnvWorker(EnvWorkerConfig(num_slots=3, env=SMALL))
+    worker = EnvWorker(EnvWorkerConfig(num_slots=3, **SMALL))
     try:
         results = [worker.reset(slot, options={"task": spec(fixture_server)}) for slot in range(3)]
         assert [r.slot for r in results] == [0, 1, 2]
@@ -41,7 +41,7 @@ def test_slots_share_a_browser_but_not_state(fixture_server):
 
 @pytest.mark.browser
 def test_observation_screenshot_is_png_of_the_obs_array(fixture_server):
-    worker = EnvWorker({"num_slots": 1, "env": SMALL, "include_raw_screenshot": True})
+    worker = EnvWorker({"num_slots": 1, **SMALL}, include_raw_screenshot=True)
     try:
         result = worker.reset(0, options={"task": spec(fixture_server)})
         shot = result.observation["screenshot"]
@@ -63,8 +63,8 @@ def test_observation_screenshot_is_png_of_the_obs_array(fixture_server):
 def test_worker_config_validation():
     with pytest.raises(ValueError, match="num_slots must be in 1..256"):
         EnvWorkerConfig(num_slots=0)
-    with pytest.raises(ValueError, match="png_compress_level must be in 0..9"):
-        EnvWorkerConfig(png_compress_level=11)
+    with pytest.raises(ValueError, match="BrowserConfig.viewport must be one of"):
+        EnvWorkerConfig(viewport="huge")
 
 
 @pytest.mark.ray
@@ -78,7 +78,7 @@ def test_ray_actor_shell(run_dir, fixture_server):
 
     start_local_ray(2, tempfile.mkdtemp(prefix="ray", dir=run_dir))  # on loopback, retried on a loaded box
     try:
-        actor = make_env_worker_actor({"num_slots": 2, "env": SMALL}, num_cpus=1, max_restarts=1)
+        actor = make_env_worker_actor({"num_slots": 2, **SMALL}, num_cpus=1, max_restarts=1)
         assert ray.get(actor.ping.remote(), timeout=120)
         first = ray.get(actor.reset.remote(0, options={"task": spec(fixture_server)}), timeout=120)
         ray.get(actor.reset.remote(1, options={"task": spec(fixture_server, "page2.html")}), timeout=120)

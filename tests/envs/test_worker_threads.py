@@ -13,7 +13,7 @@ import pytest
 from webrl.envs import EnvWorker, EnvWorkerConfig, TaskSpec
 from webrl.envs.worker import actor_concurrency
 
-SMALL = {"browser": {"viewport": "small"}}
+SMALL = {"viewport": "small"}
 
 
 class BarrierSite:
@@ -71,7 +71,7 @@ def test_threads_config_names_the_key_and_range():
 @pytest.mark.slow
 def test_slots_of_two_groups_step_at_the_same_time_and_fail_apart():
     site = BarrierSite(parties=2, wait_s=8.0)  # below load_timeout_s (10 s): "alone" still loads
-    worker = EnvWorker(EnvWorkerConfig(num_slots=2, threads=2, env=SMALL))
+    worker = EnvWorker(EnvWorkerConfig(num_slots=2, threads=2, **SMALL))
     try:
         assert len(worker.sessions) == 2 and worker.sessions[0] is not worker.sessions[1]
         assert [env.session for env in worker.envs] == worker.sessions  # slot i in group i % 2
@@ -102,7 +102,7 @@ def test_slots_of_two_groups_step_at_the_same_time_and_fail_apart():
 def test_one_thread_steps_slots_one_after_another():
     """The control: the barrier site does tell serial stepping apart (threads=1, one caller thread)."""
     site = BarrierSite(parties=2, wait_s=1.5)
-    worker = EnvWorker(EnvWorkerConfig(num_slots=2, threads=1, env=SMALL))
+    worker = EnvWorker(EnvWorkerConfig(num_slots=2, threads=1, **SMALL))
     try:
         for s in range(2):
             worker.reset(s, options={"task": site.spec()})

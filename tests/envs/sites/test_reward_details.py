@@ -21,7 +21,7 @@ def _task():
 
 @pytest.mark.browser
 def test_checker_details_reach_the_worker_result():
-    worker = EnvWorker(EnvWorkerConfig(num_slots=1, env={"browser": {"viewport": "small"}}))
+    worker = EnvWorker(EnvWorkerConfig(num_slots=1, viewport="small"))
     try:
         task = _task()
         result = worker.reset(0, options={"task": task})
@@ -84,7 +84,7 @@ def test_a_rollout_trajectory_keeps_its_checkers_details_through_scoring_and_the
     from webrl.types import load_trajectories, save_trajectories
 
     pool = ThreadPoolExecutor(1)
-    worker = pool.submit(EnvWorker, EnvWorkerConfig(num_slots=1, env={"browser": {"viewport": "small"}})).result()
+    worker = pool.submit(EnvWorker, EnvWorkerConfig(num_slots=1, viewport="small")).result()
     try:
         inference = AsyncInference(InferenceWorker(_StopEngine(), InferenceConfig(batch_window_s=0.0)))
         coordinator = RolloutCoordinator([(_ThreadedWorker(worker, pool), 0)], [inference],

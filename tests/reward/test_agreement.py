@@ -91,14 +91,14 @@ def test_webrl_judge_agreement_cli_against_a_served_judge(tmp_path, capsys):
     save_trajectories(path, trajs)
     engine = StubEngine(lambda m: "Verdict: SUCCESS" if "answer 1" in user_text(m) else "Verdict: NOT SUCCESS")
     with ServerThread(create_app(engine, ServeConfig(**STUB_LIMITS))) as server:
-        code = main(["judge-agreement", str(path), f"reward.openai.base_url={server.url}/v1",
-                     "reward.openai.model=stub", "reward.judge=action_history"])
+        code = main(["judge-agreement", str(path), f"reward.base_url={server.url}/v1",
+                     "reward.model=stub", "reward.judge=action_history"])
     out = capsys.readouterr().out
     # truth 0,1,0,1; judge 0,1,0,0 -> tn 2, tp 1, fn 1
     assert code == 0 and "agreement 0.750" in out and len(engine.seen) == 4
     assert main(["judge-agreement", "--keys"]) == 0
     keys = capsys.readouterr().out
-    assert "reward.webjudge.score_threshold" in keys and "reward.openai.api_key_env" in keys
+    assert "reward.prompt_version" in keys and "reward.api_key_env" in keys
 
 
 def test_truth_keys_must_name_an_info_field():

@@ -23,11 +23,14 @@ def test_kinds():
     assert recipe(trajectory([Action.click(1)])).reward == 0.0 and len(backend.calls) == 1
 
 
-def test_backend_configuration_errors_name_the_field():
-    with pytest.raises(ValueError, match="openai.model"):
-        build_reward(RewardConfig(kind="judge"))
-    with pytest.raises(ValueError, match="local_model_path"):
-        build_reward(RewardConfig(kind="judge", backend="local"))
+def test_backend_configuration_errors_name_the_field(tmp_path):
+    with pytest.raises(ValueError, match=r"reward.model is required with reward.base_url"):
+        build_reward(RewardConfig(kind="judge", base_url="http://127.0.0.1:1/v1"))
+    # no base_url: a local judge, whose model must be a checkpoint folder (not a served model's name)
+    with pytest.raises(ValueError, match=r"checkpoint folder reward.model, got 'gpt-4.1'"):
+        build_reward(RewardConfig(kind="judge", model="gpt-4.1"))
+    with pytest.raises(ValueError, match="reward.base_url must start with http"):
+        RewardConfig(base_url="127.0.0.1:8000")
     with pytest.raises(ValueError, match="base_url"):
         OpenAIBackendConfig(base_url="127.0.0.1:8000")
     with pytest.raises(ValueError, match="max_concurrency"):
@@ -36,7 +39,27 @@ def test_backend_configuration_errors_name_the_field():
 
 def test_configs_load_through_the_project_loader():
     config = load_config(JudgeAgreementConfig, None, ["trajectories=x.jsonl", "reward.judge=deepshop",
-                                                     "reward.deepshop.last_screenshots=5"])
-    assert config.reward.judge == "deepshop" and config.reward.deepshop.last_screenshots == 5
+                                                     "reward.prompt_version=1"])
+    assert config.reward.judge == "deepshop" and config.reward.prompt_version == 1
     with pytest.raises((ConfigError, ValueError), match="judge"):
         load_config(RewardConfig, None, ["judge=gpt"])
+
+
+@pytest.mark.parametrize("old, new", [
+    ("reward.openai.base_url=http://127.0.0.1:1/v1", "renamed to reward.base_url"),
+    ("reward.openai.max_concurrency=4", "merged into reward.max_concurrency"),
+    ("reward.openai.jpeg_quality=80", "webrl.reward.backends.JPEG_QUALITY"),
+    ("reward.backend=local", "derived from reward.base_url"),
+    ("reward.local_model_path=ckpt", "merged into reward.model"),
+    ("reward.judging.cache_dir=x", "renamed to reward.cache_dir"),
+    ("reward.webjudge.prompt_version=2", "merged into reward.prompt_version"),
+    ("reward.deepshop.last_screenshots=5", "DeepShopJudgeConfig: last_screenshots 15"),
+    ("reward.recipe.not_done_reward=-0.5", "RecipeRewardConfig"),
+    ("reward.programmatic.success_threshold=0.5", "renamed to reward.success_threshold"),
+])
+def test_old_reward_keys_fail_naming_their_replacement(old, new):
+    from webrl.run.config import WebRLConfig
+
+    key = old.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"{key}' \(from the command line\) is gone: .*{new}"):
+        load_config(WebRLConfig, None, [old])

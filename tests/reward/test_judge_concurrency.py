@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from webrl.reward import RewardConfig, ScriptedBackend, build_reward, score_trajectories
-from webrl.reward.backends import OpenAIBackendConfig
 
 from .helpers import done_trajectory, user_text
 
@@ -68,21 +67,21 @@ def test_one_at_a_time_breaks_the_gate():
     assert gate.max_in_flight == 1 and results[0].dropped
 
 
-def test_auto_bound_and_refusals():
-    assert RewardConfig(kind="judge").concurrency() == 16  # openai.max_concurrency's default
-    assert RewardConfig(kind="judge", openai=OpenAIBackendConfig(max_concurrency=4)).concurrency() == 4
-    assert RewardConfig(kind="judge", backend="local").concurrency() == 1
-    assert RewardConfig(kind="programmatic").concurrency() == 1
-    assert RewardConfig(kind="recipe", max_concurrency=8).concurrency() == 8
-    assert build_reward(RewardConfig(kind="programmatic")).max_concurrency == 1
-    with pytest.raises(ValueError, match=r"reward.max_concurrency\) must be an integer >= 1, or 0 \(auto\), got -1"):
-        RewardConfig(max_concurrency=-1)
-    with pytest.raises(ValueError, match="max_concurrency=4 with backend=local"):
-        RewardConfig(kind="judge", backend="local", max_concurrency=4)
-    # more judges than the backend lets in flight would only wait; judge-agreement has its own bound
-    with pytest.raises(ValueError, match=r"max_concurrency=32 exceeds reward.openai.max_concurrency=16"):
-        RewardConfig(kind="judge", max_concurrency=32)
-    from webrl.reward.main import JudgeAgreementConfig
+class OneAtATime(ScriptedBackend):
+    max_concurrency = 1  # as TransformersBackend declares
 
-    with pytest.raises(ValueError, match=r"reward.max_concurrency=8 is the training run's bound; .* set max_workers"):
-        JudgeAgreementConfig(reward=RewardConfig(kind="judge", max_concurrency=8))
+
+def test_bounds_and_refusals():
+    served = {"base_url": "http://127.0.0.1:1/v1", "model": "judge"}
+    assert RewardConfig(**served).openai_config().max_concurrency == 16  # one key bounds the client ...
+    judge = build_reward(RewardConfig(kind="judge", max_concurrency=4, **served))
+    assert judge.max_concurrency == 4 and judge.backend.config.max_concurrency == 4  # ... and the scoring
+    assert build_reward(RewardConfig(kind="recipe", max_concurrency=8), ScriptedBackend(str)).max_concurrency == 8
+    assert build_reward(RewardConfig(kind="programmatic", max_concurrency=8)).max_concurrency == 1
+    # a backend that serves one call at a time (a local judge model) is scored serially
+    assert build_reward(RewardConfig(kind="judge", max_concurrency=8), OneAtATime(str)).max_concurrency == 1
+    from webrl.reward.backends import TransformersBackend
+
+    assert TransformersBackend.max_concurrency == 1
+    with pytest.raises(ValueError, match=r"reward.max_concurrency\) must be an integer >= 1, got 0"):
+        RewardConfig(max_concurrency=0)

@@ -35,8 +35,29 @@ class ChatBackend(Protocol):
     def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float) -> Completion: ...
 
 
+BACKOFF_S = 1.0
+"""First wait before a retried judge request; each further retry doubles it, with jitter (the
+hosted APIs' Retry-After still wins when longer). Fixed: `reward.max_retries` is the knob."""
+BACKOFF_MAX_S = 30.0
+"""Longest wait between retried judge requests."""
+JPEG_QUALITY = 90
+"""JPEG quality at which PNG screenshots are re-encoded for a judge endpoint (JPEG screenshots
+pass through unchanged): far smaller requests than PNG, at the quality image APIs expect."""
+
+
+def local_judge_dtype() -> str:
+    """dtype of an in-process judge model: bfloat16 on a GPU, float32 on the CPU."""
+    import torch
+
+    return "bfloat16" if torch.cuda.is_available() else "float32"
+
+
 @dataclass
 class OpenAIBackendConfig:
+    """The judge endpoint client's settings; `RewardConfig` sets base_url, model, api_key_env,
+    timeout_s, max_retries and max_concurrency, the rest are module constants tests can vary."""
+
+
     base_url: str = "http://127.0.0.1:8000/v1"
     """Server root including `/v1`; requests go to `<base_url>/chat/completions`."""
     model: str = ""
@@ -47,13 +68,13 @@ class OpenAIBackendConfig:
     """Per-attempt timeout in seconds, applied to connecting and to each read (httpx semantics)."""
     max_retries: int = 3
     """Retries after a timeout, connection error, 408, 409, 429 or 5xx (other 4xx are not retried)."""
-    backoff_s: float = 1.0
+    backoff_s: float = BACKOFF_S
     """First retry waits about this long; each further retry doubles it (with jitter)."""
-    backoff_max_s: float = 30.0
+    backoff_max_s: float = BACKOFF_MAX_S
     """Longest wait between retries."""
     max_concurrency: int = 16
     """Most requests in flight at once from this backend (shared by all threads)."""
-    jpeg_quality: int = 90
+    jpeg_quality: int = JPEG_QUALITY
     """JPEG quality of images sent to the server (JPEG screenshots pass through unchanged)."""
 
     def __post_init__(self) -> None:
@@ -102,16 +123,19 @@ class OpenAIChatBackend:
 class TransformersBackend:
     """A judge model in this process (`webrl.chat.LocalChatEngine`); greedy when temperature 0."""
 
+    max_concurrency = 1
+    """One in-process model serves one call at a time (`build_reward` scores serially over it)."""
+
     def __init__(self, engine: Any, max_prompt_tokens: int = 32768):
         self.engine = engine
         self.identity = f"local:{engine.model_name}"
         self.max_prompt_tokens = max_prompt_tokens
 
     @classmethod
-    def from_pretrained(cls, path: str, dtype: str = "float32", device: Optional[str] = None) -> "TransformersBackend":
+    def from_pretrained(cls, path: str, dtype: str = "", device: Optional[str] = None) -> "TransformersBackend":
         from webrl.chat.local import LocalChatEngine
 
-        return cls(LocalChatEngine.from_pretrained(path, dtype=dtype, device=device))
+        return cls(LocalChatEngine.from_pretrained(path, dtype=dtype or local_judge_dtype(), device=device))
 
     def chat(self, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float) -> Completion:
         try:

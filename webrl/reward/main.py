@@ -14,7 +14,8 @@ class JudgeAgreementConfig:
     """Trajectories with checker outcomes: a `save_trajectories` JSONL file (sandbox rollouts)
     or a folder of Online-Mind2Web v2 exports."""
     reward: RewardConfig = field(default_factory=RewardConfig)
-    """Which judge and backend to evaluate (`reward.judge`, `reward.backend`, ...)."""
+    """Which judge to evaluate and where it runs (`reward.judge`, `reward.base_url`, `reward.model`, ...);
+    reward.max_concurrency bounds the endpoint's requests in flight."""
     truth_key: str = "task_reward"
     """`Trajectory.info` field holding the checker's reward (task_reward), or "reward" to read
     `Trajectory.reward` (a file scored by the programmatic reward, before any judge)."""
@@ -23,16 +24,13 @@ class JudgeAgreementConfig:
     only_done: bool = True
     """Judge only trajectories that end with a done action (the recipe judges no others)."""
     max_workers: int = 4
-    """Trajectories judged at once."""
+    """Trajectories judged at once (their requests share reward.max_concurrency)."""
     output: str = ""
     """Optional path of a JSON report."""
 
     def __post_init__(self) -> None:
         if self.max_workers < 1:
             raise ValueError(f"JudgeAgreementConfig.max_workers must be >= 1, got {self.max_workers}")
-        if self.reward.max_concurrency:
-            raise ValueError(f"reward.max_concurrency={self.reward.max_concurrency} is the training run's bound; "
-                             f"judge-agreement runs max_workers={self.max_workers} judges at a time: set max_workers")
         if self.truth_key != "reward":
             check_info_field("JudgeAgreementConfig.truth_key", self.truth_key)
 

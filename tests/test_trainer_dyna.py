@@ -11,15 +11,15 @@ from webrl.run.config import WebRLConfig
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["dyna.horizon=3"], r"dyna=.* has no effect: dyna.enabled is false"),
-    (["dyna.train_collected=true"], r"dyna=.*train_collected=True.* has no effect: dyna.enabled is false"),
-    (["dyna.enabled=true", "learner.objective=ppo", "learner.value_head=true"],
-     r"dyna.enabled needs learner.objective=grpo"),
-    (["dyna.enabled=true", "rollout.mode=async"], r"dyna.enabled needs rollout.mode=sync"),
-    (["dyna.enabled=true", "policy.wrappers=[cascade]", "policy.cascade.head_turns=exclude",
-      "policy.cascade.heads_dir=HEADS"], r"dyna.enabled with policy.cascade.head_turns=exclude"),
-    (["dyna.enabled=true", "dyna.refine_advantage=best"], r"dyna.refine_advantage must be one of"),
-    (["dyna.enabled=true", "dyna.states_per_iteration=0"], r"dyna.states_per_iteration must be an integer >= 1"),
+    (["dyna.horizon=3"], r"dyna=.* has no effect: dyna.every is 0 \(off\)"),
+    (["dyna.train_collected=true"], r"dyna=.*train_collected=True.* has no effect: dyna.every is 0 \(off\)"),
+    (["dyna.every=2", "learner.objective=ppo"],
+     r"dyna.every \(Dyna-GRPO\) needs learner.objective=grpo"),
+    (["dyna.every=2", "rollout.mode=async"], r"dyna.every \(Dyna-GRPO\) needs rollout.mode=sync"),
+    (["dyna.every=2", "policy.wrappers=[cascade]", "policy.cascade.head_turns=exclude",
+      "policy.cascade.heads_dir=HEADS"], r"dyna.every \(Dyna-GRPO\) with policy.cascade.head_turns=exclude"),
+    (["dyna.every=2", "dyna.refine_advantage=best"], r"dyna.refine_advantage must be one of"),
+    (["dyna.every=2", "dyna.states_per_iteration=0"], r"dyna.states_per_iteration must be an integer >= 1"),
 ])
 def test_dyna_settings_that_cannot_run_are_refused(overrides, message, tmp_path):
     (tmp_path / "heads_config.json").write_text("{}")  # a heads folder as `webrl heads-train` writes
@@ -34,7 +34,7 @@ def test_dyna_settings_that_cannot_run_are_refused(overrides, message, tmp_path)
     ["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "policy.wrappers=[loci]"],
 ])
 def test_dyna_runs_on_either_engine_and_with_the_wrappers(overrides):
-    cfg = load_config(WebRLConfig, None, ["dyna.enabled=true", *overrides])
+    cfg = load_config(WebRLConfig, None, ["dyna.every=2", *overrides])
     assert cfg.dyna.enabled
 
 
@@ -66,9 +66,9 @@ class ChromiumActors(LocalActors):
         self.config, self.env = config, None
 
     def start_env_workers(self):
-        from webrl.envs import EnvWorkerConfig
+        import dataclasses
 
-        self.env = ThreadedWorker(EnvWorkerConfig(num_slots=1, env=self.config.env.env))
+        self.env = ThreadedWorker(dataclasses.replace(self.config.env, num_slots=1, threads=1))
         return [(self.env, 0)]
 
     def start_inference(self, model_path, generator, index, count=1, endpoint=False):
@@ -101,7 +101,7 @@ def run_dyna(tmp_path, seed: int, overrides: list[str]):
 
     torch.manual_seed(seed)
     config = load_config(WebRLConfig, None, [
-        f"run.run_dir={tmp_path}", "rollout.max_turns=2", "tasks.eval_tasks=0", "dyna.enabled=true",
+        f"run.run_dir={tmp_path}", "rollout.max_turns=2", "tasks.eval_tasks=0", "dyna.every=2",
         "dyna.states_per_iteration=1", "dyna.refine_advantage=joint_group", *overrides])
     actors = ChromiumActors(config)
     Trainer(config, actors=actors).fit()

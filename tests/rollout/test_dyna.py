@@ -88,7 +88,7 @@ def test_refined_samples_train_the_refined_response_on_the_plain_prompt():
     lost.drop("dyna: replay diverged")
     states = [SimState(0, 1, "F", refined=[_refined(g0, 1, 1.0), lost], diverged=1, env_steps=5),
               SimState(2, 0, "F", refined=[_refined(h0, 0, 1.0, response=(8,))], env_steps=2)]
-    samples, metrics = refined_samples(states, trajectories, DynaConfig(enabled=True), success_threshold=0.5)
+    samples, metrics = refined_samples(states, trajectories, DynaConfig(every=2), success_threshold=0.5)
     (sample,) = samples
     assert sample.prompt_ids == g0.turns[1].prompt_ids == [101, 1]  # the plain prompt, not [555, 556, 557]
     assert sample.images == g0.turns[1].images and sample.response_ids == [9, 9]
@@ -98,7 +98,7 @@ def test_refined_samples_train_the_refined_response_on_the_plain_prompt():
                        "dyna/refine_zero": 1.0, "dyna/refine_negative": 0.0, "dyna/states_simulated": 2.0,
                        "dyna/refined_episodes": 3.0, "dyna/refined_scored": 2.0, "dyna/replays_diverged": 1.0,
                        "dyna/sim_env_steps": 7.0, "dyna/refine_samples": 1.0}
-    joint, _ = refined_samples(states, trajectories, DynaConfig(enabled=True, refine_advantage="joint_group"))
+    joint, _ = refined_samples(states, trajectories, DynaConfig(every=2, refine_advantage="joint_group"))
     # g: union [0, 0, 1]: (1 - 1/3) / (std 0.57735 + 1e-6); h: union [1, 1, 1] has no spread -> 0, left out
     assert [round(s.advantage, 4) for s in joint] == [round((2 / 3) / (0.5773503 + 1e-6), 4)]
 
@@ -135,12 +135,26 @@ def test_with_plain_logprobs_asks_the_learner_for_the_plain_prompts():
 
 
 def test_dyna_config_errors_name_the_key():
-    with pytest.raises(ValueError, match=r"dyna.every must be an integer >= 1, got 0"):
-        DynaConfig(every=0)
+    with pytest.raises(ValueError, match=r"dyna.every must be an integer >= 0 \(0 = off\), got -1"):
+        DynaConfig(every=-1)
+    with pytest.raises(ValueError, match=r"dyna.horizon must be an integer >= 1, got 0"):
+        DynaConfig(horizon=0)
     with pytest.raises(ValueError, match=r"dyna.refine_advantage must be one of \('beat_both', 'joint_group'\)"):
         DynaConfig(refine_advantage="max")
-    assert [DynaConfig(enabled=True, every=2).is_sim_iteration(i) for i in range(4)] == [True, False, True, False]
-    assert not DynaConfig(every=1).is_sim_iteration(0)  # off
+    assert [DynaConfig(every=2).is_sim_iteration(i) for i in range(4)] == [True, False, True, False]
+    assert [DynaConfig(every=1).is_sim_iteration(i) for i in range(3)] == [True, True, True]
+    assert not DynaConfig().enabled and not DynaConfig().is_sim_iteration(0)  # every=0: off
+
+
+@pytest.mark.parametrize("old, new", [("dyna.enabled=true", "dyna.every=2"),
+                                      ("dyna.refinements=2", "webrl.rollout.dyna.REFINEMENTS"),
+                                      ("dyna.summary_elements=3", "webrl.rollout.dyna.SUMMARY_ELEMENTS")])
+def test_old_dyna_keys_fail_naming_their_replacement(old, new):
+    from webrl.config import ConfigError, load_config
+    from webrl.run.config import WebRLConfig
+
+    with pytest.raises(ConfigError, match=rf"{old.split('=')[0]}.*is gone: .*{new}"):
+        load_config(WebRLConfig, None, [old])
 
 
 # -- over the coordinator's stand-ins (tests/rollout/test_coordinator_logic.py) ------------------
@@ -196,7 +210,7 @@ def _stand_in_run(env, max_turns=5):
     (task,) = _tasks(1)
     (traj,), _ = coordinator.collect([task], 0)
     traj.reward = traj.info.task_reward
-    states = SimRollout(coordinator, DynaConfig(enabled=True, horizon=1, refinements=2)).run(
+    states = SimRollout(coordinator, DynaConfig(every=1, horizon=1), refinements=2).run(
         {task.spec.id: task}, [traj], [(0, 1)], max_turns)
     return traj, states[0], engine
 
@@ -253,7 +267,7 @@ class ThreadedWorker:
 def test_sim_rollout_on_a_sandbox_page_replays_to_the_collected_state_and_trains_the_plain_prompt():
     from tests.rollout.test_coordinator_logic import AsyncInference
     from webrl.config import load_config
-    from webrl.envs import EnvWorkerConfig
+    import dataclasses
     from webrl.envs.sites.source import make_task
     from webrl.evaluation.summary import resolve_checkpoint
     from webrl.reward import build_reward, score_trajectories
@@ -267,14 +281,14 @@ def test_sim_rollout_on_a_sandbox_page_replays_to_the_collected_state_and_trains
     cfg = load_config(WebRLConfig, None, ["rollout.max_turns=2", "rollout.group_size=1"])
     engine = GeneratorEngineFactory(resolve_checkpoint(cfg.model.path), cfg.generator)()
     inference = AsyncInference(InferenceWorker(engine, InferenceConfig(batch_window_s=0.0)))
-    env = ThreadedWorker(EnvWorkerConfig(num_slots=1, env=cfg.env.env))
+    env = ThreadedWorker(dataclasses.replace(cfg.env, num_slots=1, threads=1))
     try:
         coordinator = RolloutCoordinator([(env, 0)], [inference], cfg.rollout)
         task = make_task("widgets", 1, "train", 3)  # a multi-step task: the tiny model takes several turns
         (traj,), _ = coordinator.collect([task], 0)
         score_trajectories(build_reward(cfg.reward), [traj])
         t = len(traj.turns) - 1  # the latest state: the longest prefix to replay
-        (state,) = SimRollout(coordinator, DynaConfig(enabled=True, horizon=2)).run(
+        (state,) = SimRollout(coordinator, DynaConfig(every=2, horizon=2)).run(
             {task.spec.id: task}, [traj], [(0, t)], cfg.rollout.max_turns)
         (episode,) = state.refined
         assert episode.status == "ok", episode.drop_reason
@@ -294,7 +308,7 @@ def test_sim_rollout_on_a_sandbox_page_replays_to_the_collected_state_and_trains
 
         episode.reward = 1.0  # score the refinement as a success over a failed plain group: A' = 1
         traj.reward = 0.0
-        (sample,), _ = refined_samples([state], [traj], DynaConfig(enabled=True))
+        (sample,), _ = refined_samples([state], [traj], DynaConfig(every=2))
         assert sample.prompt_ids == traj.turns[t].prompt_ids and FUTURE_HEADER not in decode(sample.prompt_ids)
         assert sample.response_ids == episode.turns[t].response_ids and sample.advantage == 1.0
         assert len(sample.images) == len(traj.turns[t].images)

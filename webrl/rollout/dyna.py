@@ -9,7 +9,7 @@ states it led to, and train the refined response on the plain prompt.
     samples = with_plain_logprobs(samples, learner)                     # old log-probs, plain prompt
 
 Notation: tau a collected trajectory of group g (task T, sampled by the plain policy), s_t the
-state of its turn t, a_t the response sampled there, h = `horizon`, K = `refinements`.
+state of its turn t, a_t the response sampled there, h = `horizon`, K = `REFINEMENTS`.
 
 Per chosen state (tau, t):
 1. The plan's real future: tau itself executed a_t in the env and went on, so the real states
@@ -42,7 +42,7 @@ were readable here) and why:
   cores.
 - The future states come from the collected trajectory instead of a fresh execution of a_t
   (same states in a deterministic env, no env steps spent).
-- The future block is text (URL, title, feedback, the first `summary_elements` elements of
+- The future block is text (URL, title, feedback, the first `SUMMARY_ELEMENTS` elements of
   each state, as ReSim's traces describe states); no future screenshots enter the prompt.
 - It rides in the task text of the refine prompt: the PromptBuilder has no block of its own for
   it (an `Observation` field would be cleaner; webrl/policy/prompt.py is not this module's).
@@ -79,44 +79,68 @@ REFINE_RULES = ("beat_both", "joint_group")
 FUTURE_HEADER = "Real outcome of a draft action at this step (it was executed; use it to choose your action):"
 
 
+SUMMARY_ELEMENTS = 5
+"""Element lines quoted per future state in the refine prompt (ReSim's state summaries run about
+this long; more lengthen a prompt the tiny model's 512-token budget already cuts)."""
+REFINEMENTS = 1
+"""K: refined responses sampled per chosen state, each executed to the episode's end (the
+paper's one; `SimRollout(refinements=)` takes more, each costing a replay and an episode)."""
+
+
 @dataclass
 class DynaConfig:
-    """Dyna-GRPO: SimRollout iterations (refine with real future states) alternating with GRPO."""
+    """Dyna-GRPO: SimRollout iterations (refine with real future states) alternating with GRPO.
+    Off unless `every` is set."""
 
-    enabled: bool = False
-    """Run Dyna-GRPO (needs learner.objective=grpo and rollout.mode=sync; runs on either rollout
-    engine and with the policy wrappers, except a cascade whose head turns keep no tokens)."""
-    every: int = 2
-    """Phase alternation: iteration i (0-based) is a SimRollout iteration when i % every == 0,
-    a plain GRPO iteration otherwise (2: SimRollout, GRPO, SimRollout, ...; 1: SimRollout only)."""
+    every: int = 0
+    """0 = off (plain GRPO). N >= 1 runs Dyna-GRPO: iteration i (0-based) is a SimRollout iteration
+    when i % N == 0, a plain GRPO iteration otherwise (2: SimRollout, GRPO, SimRollout, ..., the
+    paper's alternation; 1: SimRollout only). Needs learner.objective=grpo and rollout.mode=sync;
+    runs on either rollout engine and with the policy wrappers, except a cascade whose head turns
+    keep no tokens."""
     states_per_iteration: int = 2
     """States s_t refined per SimRollout iteration, drawn from the iteration's collected turns."""
     horizon: int = 2
     """h: real future states (after a_t, a_{t+1}, ...) shown in the refine prompt."""
-    refinements: int = 1
-    """K: refined responses sampled per state, each executed to the episode's end."""
     refine_advantage: str = "beat_both"
     """A' rule (`webrl.algos.dyna.REFINE_ADVANTAGES`): beat_both | joint_group."""
-    summary_elements: int = 5
-    """Element lines quoted per future state in the refine prompt."""
     train_collected: bool = False
     """Also train the SimRollout iteration's own collected batch (its GRPO samples beside the
     refined ones, `alongside`). Off: the paper's alternation, where that batch only supplies the
     states to refine and its outcome rewards go untrained (half of the iterations' batches)."""
 
     def __post_init__(self) -> None:
-        for name in ("every", "states_per_iteration", "horizon", "refinements"):
+        if not isinstance(self.every, int) or isinstance(self.every, bool) or self.every < 0:
+            raise ValueError(f"dyna.every must be an integer >= 0 (0 = off), got {self.every!r}")
+        for name in ("states_per_iteration", "horizon"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"dyna.{name} must be an integer >= 1, got {value!r}")
-        if not isinstance(self.summary_elements, int) or self.summary_elements < 0:
-            raise ValueError(f"dyna.summary_elements must be an integer >= 0, got {self.summary_elements!r}")
         if self.refine_advantage not in REFINE_RULES:
             raise ValueError(f"dyna.refine_advantage must be one of {REFINE_RULES}, got {self.refine_advantage!r}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the run is Dyna-GRPO (dyna.every > 0)."""
+        return self.every > 0
 
     def is_sim_iteration(self, iteration: int) -> bool:
         """Whether 0-based `iteration` is a SimRollout iteration."""
         return self.enabled and iteration % self.every == 0
+
+
+def _register_moved_keys() -> None:
+    from webrl.config import moved_keys
+
+    moved_keys({
+        "dyna.enabled": "merged into dyna.every: dyna.every=2 (SimRollout every other iteration, the old default) "
+                        "runs Dyna-GRPO, 0 (the default) is off",
+        "dyna.refinements": f"removed: fixed at {REFINEMENTS} (webrl.rollout.dyna.REFINEMENTS; SimRollout(refinements=))",
+        "dyna.summary_elements": f"removed: fixed at {SUMMARY_ELEMENTS} (webrl.rollout.dyna.SUMMARY_ELEMENTS)",
+    })
+
+
+_register_moved_keys()
 
 
 @dataclass
@@ -152,7 +176,7 @@ def _action_text(turn: Turn) -> str:
     return f"(unparseable: {turn.parse_error or 'no action'})"
 
 
-def future_block(traj: Trajectory, t: int, horizon: int, summary_elements: int = 5) -> str:
+def future_block(traj: Trajectory, t: int, horizon: int, summary_elements: int = SUMMARY_ELEMENTS) -> str:
     """The real future of turn t's response: for k = 0 .. h-1, the action of turn t+k and the state
     it led to (turn t+k+1's page), or, after the last turn, its feedback and how the episode ended."""
     from webrl.rollout.states import StateView, describe_state
@@ -194,8 +218,10 @@ class SimRollout:
     runner (`webrl.rollout.episode`) that replays tau's first t turns, checks it reached s_t, takes
     the refined decision and lets the policy finish."""
 
-    def __init__(self, coordinator: Any, config: DynaConfig):
-        self.coordinator, self.config = coordinator, config
+    def __init__(self, coordinator: Any, config: DynaConfig, refinements: int = REFINEMENTS):
+        if refinements < 1:
+            raise ValueError(f"SimRollout.refinements must be >= 1, got {refinements}")
+        self.coordinator, self.config, self.refinements = coordinator, config, refinements
 
     def run(self, tasks: dict[str, Any], trajectories: Sequence[Trajectory], states: Sequence[tuple[int, int]],
             max_turns: int) -> list[SimState]:
@@ -211,10 +237,10 @@ class SimRollout:
 
     async def _state(self, task, traj: Trajectory, i: int, t: int, max_turns: int, slots) -> SimState:
         c, co = self.config, self.coordinator
-        state = SimState(i, t, future_block(traj, t, c.horizon, c.summary_elements))
+        state = SimState(i, t, future_block(traj, t, c.horizon))
         request = refine_request(traj, t, state.future, co.config.keep_history_images)
         plain = traj.turns[t].observation
-        for k in range(c.refinements):
+        for k in range(self.refinements):
             decision, version = await co.decide(dataclasses.replace(request, request_id=f"{request.request_id}/{k}"))
             spec = co.episode_spec(task, f"dyna:{traj.group_id}", max_turns, prefix=traj.turns[:t], source="dyna",
                                    expect=(plain.url, plain.title, plain.elements_text),

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import torch
 from torch import Tensor
@@ -221,8 +221,8 @@ class GroupAdvantageConfig:
 
     estimator: str = "grpo"
     """One of ADVANTAGE_ESTIMATORS: "grpo" (mean/std), "drgrpo" (mean only), "rloo"."""
-    eps: float = 1e-6
-    """Added to the group std before dividing ("grpo" only)."""
+    eps: ClassVar[float] = 1e-6
+    """Added to the group std before dividing ("grpo" only); a constant, not a setting."""
     filter_zero_variance: bool = True
     """Drop groups whose rewards are all equal (dynamic sampling); they are counted in metrics."""
     negative_scale: str = "none"
@@ -240,8 +240,6 @@ class GroupAdvantageConfig:
         if self.negative_scale not in NEGATIVE_SCALES:
             raise ValueError(f"GroupAdvantageConfig.negative_scale must be one of {sorted(NEGATIVE_SCALES)}, "
                              f"got {self.negative_scale!r}")
-        if not self.eps >= 0:
-            raise ValueError(f"GroupAdvantageConfig.eps must be >= 0, got {self.eps}")
         if not 0.0 <= self.negative_scale_floor <= 1.0:
             raise ValueError(f"GroupAdvantageConfig.negative_scale_floor must be in [0, 1], "
                              f"got {self.negative_scale_floor}")

@@ -160,11 +160,12 @@ def run_episode(env, task, policy, max_steps: int, screenshot: str = "som") -> d
     Besides exact agreement ("ok"), "element_steps" counts steps whose oracle action names an
     element and "element_ok" those where the policy's action names the same one.
     """
-    from webrl.rollout import episode
+    from webrl.rollout.episode import EpisodeSpec, run_episode as run_runner_episode
+    from webrl.rollout.slots import GymSlot
 
     agent = OracleScoredAgent(policy, task)
-    spec = episode.EpisodeSpec(task, max_turns=max_steps, keep_history_images=max_steps, screenshot=screenshot)
-    agent.stats["reward"] = episode.run_episode(spec, episode.GymSlot(env), agent).trajectory.info.task_reward or 0.0
+    spec = EpisodeSpec(task, max_turns=max_steps, keep_history_images=max_steps, screenshot=screenshot)
+    agent.stats["reward"] = run_runner_episode(spec, GymSlot(env), agent).trajectory.info.task_reward or 0.0
     return agent.stats
 
 

@@ -1,5 +1,5 @@
 """Credit assignment side by side: GRPO, step-level GRPO (GiGPO), PPO, balanced adaptive rollout
-and Dyna-GRPO (`dyna.*` at its defaults, and with `dyna.train_collected`, which also trains a
+and Dyna-GRPO (`dyna.every=2`, the other `dyna.*` at their defaults, and with `dyna.train_collected`, which also trains a
 SimRollout iteration's collected batch) on the same task mix, seeds and iterations, in one run of
 this script.
 
@@ -33,11 +33,11 @@ from learning_curve import flips, sign_test  # noqa: E402
 
 METHODS: dict[str, list[str]] = {
     "grpo": [],
-    "grpo_step": ["learner.grpo.step.weight=1.0"],
-    "ppo": ["learner.objective=ppo", "learner.value_head=true"],
+    "grpo_step": ["learner.step.weight=1.0"],
+    "ppo": ["learner.objective=ppo"],
     "grpo_balanced": ["rollout.balanced.enabled=true"],
-    "grpo_dyna": ["dyna.enabled=true"],
-    "grpo_dyna_collected": ["dyna.enabled=true", "dyna.train_collected=true"],
+    "grpo_dyna": ["dyna.every=2"],
+    "grpo_dyna_collected": ["dyna.every=2", "dyna.train_collected=true"],
 }
 """Method name -> the overrides that select it (on top of the config and the user's overrides)."""
 

@@ -151,7 +151,7 @@ def preset_settings(preset: str) -> dict:
         raise ValueError(f"{preset}: learner.objective is {objective!r}; gpu_check runs 'grpo' (the recipe's) only")
     temperature = sampling.get("temperature", _dataclass_default(generator_source, "SamplingConfig", "temperature"))
     return {"preset": preset, "token_budget": int(budget), "token_budget_source": source, "objective": objective,
-            "temperature": float(temperature), "loss": (learner.get("grpo") or {}).get("loss") or {},
+            "temperature": float(temperature), "loss": learner.get("loss") or {},
             "response_tokens": int(sampling.get("max_new_tokens") or
                                    _dataclass_default(generator_source, "SamplingConfig", "max_new_tokens"))}
 

@@ -11,8 +11,8 @@ warm-up steps, batch 16. Both variants start from the same initial weights and s
 turns in the same seeded order (`webrl.recipes.sft.sft_stage`, the code `webrl sft` runs, with
 an in-process learner instead of Ray actors), so they take the same number of optimizer steps:
 
-    uniform       sft.learner.sft.action_weight=1 coordinate_factor=1   (the shipped default)
-    action_aware  sft.learner.sft.action_weight=2 coordinate_factor=2   (GUI-Libra's numbers)
+    uniform       sft.action_weight=1 coordinate_factor=1   (the shipped default)
+    action_aware  sft.action_weight=2 coordinate_factor=2   (GUI-Libra's numbers)
 
 The reasoning/direct mix is not exercised: oracle demonstrations have no reasoning, and the
 shipped prompt asks for none (think=false), so direct_fraction has nothing to act on.
@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 VARIANTS = {
-    "uniform": ["sft.learner.sft.action_weight=1.0", "sft.learner.sft.coordinate_factor=1.0"],
-    "action_aware": ["sft.learner.sft.action_weight=2.0", "sft.learner.sft.coordinate_factor=2.0"],
+    "uniform": ["sft.action_weight=1.0", "sft.coordinate_factor=1.0"],
+    "action_aware": ["sft.action_weight=2.0", "sft.coordinate_factor=2.0"],
 }
 
 
@@ -127,13 +127,14 @@ def task_success(model_path: str, config) -> dict[str, Any]:
 
 def run_variant(variant: str, args, work: Path, heldout: list) -> dict[str, Any]:
     from webrl.recipes.sft import sft_stage
+    from webrl.run.config import sft_learners
 
     run_dir = work / variant
     config = recipe_config(run_dir, args.train, args, variant)
     init = initial_model(config, work / "model-init")
     log_rows: list[dict] = []
     t0 = time.monotonic()
-    path = sft_stage(config, run_dir, init, LocalActors(), log_rows.append)
+    path = sft_stage(config, run_dir, init, LocalActors(), log_rows.append, sft_learners(config, init))
     train_s = time.monotonic() - t0
     epochs = [r for r in log_rows if r.get("stage") == "sft"]
     row = {"variant": variant, "overrides": VARIANTS[variant], "train_s": round(train_s, 1),

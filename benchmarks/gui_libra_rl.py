@@ -12,8 +12,8 @@ training tasks at iteration i and evaluates on the same held-out tasks. Only the
 evaluation tasks than the default, so three arms fit in half an hour on 2 shared cores):
 
     kl_off     learner.reference=copy, kl_coef 0: the reference is there only to log the KL
-    kl_loss    + learner.grpo.loss.kl_coef=C kl_mode=loss     (kl_coef * KL added to the loss)
-    kl_reward  + learner.grpo.loss.kl_coef=C kl_mode=reward   (per-token KL off the advantage)
+    kl_loss    + learner.loss.kl_coef=C kl_mode=loss     (kl_coef * KL added to the loss)
+    kl_reward  + learner.loss.kl_coef=C kl_mode=reward   (per-token KL off the advantage)
 
 At every checkpoint (iteration 0 is the shipped model, shared by all arms and counted once):
   step_accuracy  greedy action == the oracle's on every turn of the held-out demonstrations, with
@@ -45,10 +45,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 ARMS: dict[str, list[str]] = {
     "kl_off": ["learner.reference=copy"],
-    "kl_loss": ["learner.reference=copy", "learner.grpo.loss.kl_mode=loss"],
-    "kl_reward": ["learner.reference=copy", "learner.grpo.loss.kl_mode=reward"],
+    "kl_loss": ["learner.reference=copy", "learner.loss.kl_mode=loss"],
+    "kl_reward": ["learner.reference=copy", "learner.loss.kl_mode=reward"],
 }
-"""Arm -> its KL overrides; the arms with a KL get learner.grpo.loss.kl_coef from `arm_overrides`."""
+"""Arm -> its KL overrides; the arms with a KL get learner.loss.kl_coef from `arm_overrides`."""
 
 
 def arm_overrides(arm: str, kl_coef: float) -> list[str]:
@@ -57,7 +57,7 @@ def arm_overrides(arm: str, kl_coef: float) -> list[str]:
         raise ValueError(f"arm must be one of {sorted(ARMS)}, got {arm!r}")
     if not kl_coef > 0:
         raise ValueError(f"kl_coef must be > 0 (kl_off is the arm without a KL), got {kl_coef!r}")
-    return [*ARMS[arm], *([] if arm == "kl_off" else [f"learner.grpo.loss.kl_coef={kl_coef}"])]
+    return [*ARMS[arm], *([] if arm == "kl_off" else [f"learner.loss.kl_coef={kl_coef}"])]
 
 
 def size_overrides(args: argparse.Namespace, run_dir: Path) -> list[str]:

@@ -167,14 +167,14 @@ def _peer_measure(model_path, samples, steps: int, token_budget: int) -> dict:
                 p = len(samples[i].prompt_ids)
                 samples[i] = dataclasses.replace(samples[i], rollout_logprobs=token[b, p:samples[i].length].tolist())
     scale_inputs, scale_extras = scale_batch(samples)
-    scale = full_batch_scale(scale_inputs, config.grpo, scale_extras)  # over the whole step, as the group
+    scale = full_batch_scale(scale_inputs, config.objective_config, scale_extras)  # over the whole step, as the group
     params = [p for p in model.parameters() if p.requires_grad]
 
     def update():
         model.train()
         for rows in micro_batches:
             batch, extras, token, entropy = forward([samples[i] for i in rows])
-            loss, _ = OBJECTIVES["grpo"](LearnerOutputs(token, entropy), batch, config.grpo, extras=extras,
+            loss, _ = OBJECTIVES["grpo"](LearnerOutputs(token, entropy), batch, config.objective_config, extras=extras,
                                          scale=scale.select(torch.tensor(rows)))
             loss.backward()
         torch.nn.utils.clip_grad_norm_(params, config.optim.grad_clip)

@@ -12,7 +12,7 @@ resident-set high-water mark is its own (as benchmarks/learner_memory.py). Measu
               imports): weights, DeepSpeed's fp32 partition, gradients, Adam states, activations
   step MiB    peak RSS during the update minus RSS before it (what the first step adds)
 
-Predicted (`webrl.run.plan.learner_memory`, the same arithmetic `webrl plan` prints): total =
+Predicted (`webrl.run.memory.learner_memory`, the same arithmetic `webrl plan` prints): total =
 weights + gradients + optimizer + activations + log-prob path; step = total - weights - 4P (the
 fp32 partition DeepSpeed builds at start-up). CPU RSS stands in for GPU memory; it also holds the
 allocator's cached blocks and the process's own growth, so a ratio near 1 is the target, not equality.
@@ -57,7 +57,7 @@ def measure(model_path: str, checkpointing: bool, tokens: int, samples: int, que
 
 
 def predicted(model_path: str, checkpointing: bool, tokens: int, samples: int) -> dict:
-    from webrl.run.plan import learner_memory, load_shapes
+    from webrl.run.memory import learner_memory, load_shapes
 
     shapes = load_shapes(model_path)
     lm = learner_memory(shapes, ranks=1, stage=1, dtype_bytes=4, tokens=samples * tokens,

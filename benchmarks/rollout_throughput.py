@@ -170,7 +170,7 @@ def bench_point(workers: int, contexts: int, inference, args) -> dict:
 
     from webrl.rollout.placement import start_env_workers
 
-    env_config = {"num_slots": contexts, "env": {"browser": {"viewport": args.viewport}}}
+    env_config = {"num_slots": contexts, "viewport": args.viewport}
     envs = start_env_workers(env_config, workers, cpus_per_worker=0.5)
     try:
         ray.get([e.ping.remote() for e in envs])

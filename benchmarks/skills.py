@@ -289,7 +289,7 @@ class ScriptedAgent:
         self.policy = policy
 
     def __call__(self, request, result):
-        from webrl.rollout.episode import action_decision
+        from webrl.rollout.agents import action_decision
 
         if request.history:
             self.after(result)
@@ -304,7 +304,8 @@ class ScriptedAgent:
 
 def episode_of(env, task, agent, max_turns: int):
     """One episode of the episode runner in `env` (every past turn's images kept in the history)."""
-    from webrl.rollout.episode import EpisodeSpec, GymSlot, run_episode
+    from webrl.rollout.episode import EpisodeSpec, run_episode
+    from webrl.rollout.slots import GymSlot
 
     return run_episode(EpisodeSpec(task, max_turns=max_turns, keep_history_images=max_turns), GymSlot(env), agent)
 
@@ -324,7 +325,7 @@ def run_scripted(env, task, graph, mode: str, max_steps: int) -> dict:
 
 def run_model(env, task, policy, max_steps: int) -> dict:
     """One episode of a `Policy` (the generator, or SkillGuidedPolicy around it) on `task`."""
-    from webrl.rollout.episode import PolicyAgent
+    from webrl.rollout.agents import PolicyAgent
 
     episode = episode_of(env, task, PolicyAgent(policy), max_steps)
     record = _recorded(episode, _new_record(task, "model"))
@@ -408,7 +409,7 @@ def extract(train: list, env, a, folder: Path) -> tuple[list, dict]:
 def replay_unseen(skills: list, test: list, env, per_skill: int) -> dict:
     """Per skill: replays on test-split tasks with the arguments their oracle demo held there."""
     from webrl.skills.commands import WebEnvReplay, sandbox_task
-    from webrl.skills.extract import arguments_from, find_occurrence
+    from webrl.skills.abstract import arguments_from, find_occurrence
 
     replay = WebEnvReplay(env)
     out = {}

@@ -243,7 +243,8 @@ def replay(env: Any, task: Any, demo: Any, site: str) -> Verdict:
     """Replay `demo`'s actions for `task` (module docstring, step 2): one episode of the episode
     runner whose agent (`ReplayAgent`) takes them in order and stops at the first action error."""
     from webrl.envs.sites.state import STORE
-    from webrl.rollout.episode import EpisodeInfraError, EpisodeSpec, GymSlot, run_episode
+    from webrl.rollout.episode import EpisodeInfraError, EpisodeSpec, run_episode
+    from webrl.rollout.slots import GymSlot
     from webrl.synth.refine import ReplayAgent
 
     probe = ProbeTask(task, site)

@@ -372,7 +372,7 @@ class ScriptedAgent:
 
     def __call__(self, request, result):
         from webrl.actions import Action
-        from webrl.rollout.episode import action_decision
+        from webrl.rollout.agents import action_decision
 
         if request.history:
             self.after(result)
@@ -407,7 +407,8 @@ class ScriptedAgent:
 def episode_of(env, task, agent, max_steps: int):
     """One episode of the episode runner in `env`, at most `max_steps` turns and the task's own
     limit (every past turn's images kept in the history)."""
-    from webrl.rollout.episode import EpisodeSpec, GymSlot, run_episode
+    from webrl.rollout.episode import EpisodeSpec, run_episode
+    from webrl.rollout.slots import GymSlot
 
     max_turns = min(max_steps, task.spec.max_steps)
     return run_episode(EpisodeSpec(task, max_turns=max_turns, keep_history_images=max_turns), GymSlot(env), agent)
@@ -431,7 +432,7 @@ def run_scripted(env, task, tools_on: bool, max_steps: int) -> dict:
 
 def run_model(env, task, policy, max_steps: int) -> dict:
     """One greedy episode of the generator on `task`."""
-    from webrl.rollout.episode import PolicyAgent
+    from webrl.rollout.agents import PolicyAgent
 
     episode = episode_of(env, task, PolicyAgent(policy), max_steps)
     record = _recorded(episode, _new_record(task, "model"))

@@ -16,7 +16,7 @@ def test_defaults_preset_and_overrides_layer_in_order(tmp_path):
 
 # Presets that mark keys required (`???`): the values a user must give.
 REQUIRED = {"online_mind2web_qwen3vl_4b": ["tasks.file=/x.json", "model.path=/m",
-                                          "reward.openai.base_url=http://127.0.0.1:1/v1"]}
+                                          "reward.base_url=http://127.0.0.1:1/v1"]}
 
 
 def test_shipped_presets_all_load():
@@ -28,7 +28,7 @@ def test_shipped_presets_all_load():
 def test_recipe_preset_names_every_missing_required_key():
     with pytest.raises(ConfigError) as e:
         load_config(WebRLConfig, "online_mind2web_qwen3vl_4b", ["model.path=/m"])
-    assert "tasks.file" in str(e.value) and "reward.openai.base_url" in str(e.value)
+    assert "tasks.file" in str(e.value) and "reward.base_url" in str(e.value)
     assert "model.path" not in str(e.value).split("not set")[-1]
 
 
@@ -131,6 +131,58 @@ def test_the_gpu_recipe_resolves_with_every_wrapper_stack_and_dyna(tmp_path, wra
     (tmp_path / "skill.json").write_text("{}")  # a skill library with one skill file
     sections = {"cascade": f"policy.cascade.heads_dir={tmp_path}", "skills": f"policy.skills.library_dir={tmp_path}"}
     overrides = [*REQUIRED["online_mind2web_qwen3vl_4b"], f"policy.wrappers=[{','.join(wrappers)}]",
-                 *[sections[w] for w in wrappers if w in sections], *(["dyna.enabled=true"] if dyna else [])]
+                 *[sections[w] for w in wrappers if w in sections], *(["dyna.every=2"] if dyna else [])]
     cfg = load_config(WebRLConfig, "online_mind2web_qwen3vl_4b", overrides)
     assert cfg.rollout.engine == "server" and cfg.policy.wrappers == wrappers and cfg.dyna.enabled == dyna
+
+
+def test_every_documented_default_is_the_resolved_one():
+    """`webrl config --keys` (describe) against the config a run without overrides resolves, key by key."""
+    import dataclasses
+
+    from webrl.config import describe, load_config
+    from webrl.run.config import WebRLConfig
+
+    resolved = load_config(WebRLConfig)
+
+    def value(key):
+        node = resolved
+        for part in key.split("."):
+            node = getattr(node, part)
+        return node
+
+    rows = describe(WebRLConfig)
+    assert len(rows) > 100
+    wrong = [(key, default, value(key)) for key, _, default, _ in rows
+             if not dataclasses.is_dataclass(default) and default != value(key)]
+    assert wrong == []
+    assert dict((k, d) for k, _, d, _ in rows)["reward.kind"] == resolved.reward.kind
+
+
+def test_every_moved_key_fails_naming_its_replacement():
+    from webrl.config import MOVED_KEYS, ConfigError, load_config
+    from webrl.run.config import WebRLConfig
+
+    assert len(MOVED_KEYS) >= 10
+    for old, replacement in MOVED_KEYS.items():
+        key = old.replace(".*", ".x") if old.endswith(".*") else old
+        with pytest.raises(ConfigError) as err:
+            load_config(WebRLConfig, None, [f"{key}=1"])
+        assert replacement in str(err.value), (old, str(err.value))
+
+
+def test_a_live_web_tasks_file_runs_under_the_live_web_policy_and_a_judge_unless_told_otherwise():
+    from webrl.config import ConfigError, load_config
+    from webrl.run.config import WebRLConfig
+
+    sandbox = load_config(WebRLConfig)
+    assert (sandbox.env.subresource_policy, sandbox.reward.kind) == ("allowlist", "programmatic")
+    file = ["tasks.source=file", "tasks.file=/tmp/tasks.json"]
+    live = load_config(WebRLConfig, None, file)
+    assert (live.env.subresource_policy, live.reward.kind) == ("public", "recipe")
+    told = load_config(WebRLConfig, None, [*file, "env.subresource_policy=allowlist", "reward.kind=judge"])
+    assert (told.env.subresource_policy, told.reward.kind) == ("allowlist", "judge")
+    synth = load_config(WebRLConfig, None, [*file, "tasks.file_format=synth"])
+    assert synth.env.subresource_policy == "allowlist"
+    with pytest.raises(ConfigError, match="cannot score a live-web tasks file"):
+        load_config(WebRLConfig, None, [*file, "reward.kind=programmatic"])

@@ -182,6 +182,21 @@ def _moved(full_key: str) -> Optional[str]:
     return None
 
 
+def _leaf_keys(node: Any, prefix: str = "") -> list[str]:
+    if isinstance(node, dict):
+        return [k for key, v in node.items() for k in _leaf_keys(v, f"{prefix}{key}.")] or [prefix[:-1]]
+    return [prefix[:-1]]
+
+
+def _refuse_moved(layer: Any, keys: dict[str, Any], source: str) -> None:
+    """An old key in a preset or on the command line fails naming what replaced it."""
+    for key in _leaf_keys(OmegaConf.to_container(layer)):
+        if key not in keys and not any(k.startswith(key + ".") for k in keys):
+            moved = _moved(key)
+            if moved:
+                raise ConfigError(f"config key {key!r} (from {source}) is gone: {moved}")
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
@@ -217,12 +232,20 @@ def load_config(schema: type[T], preset: str | Path | None = None,
     if overrides:  # `key=` means the empty string (OmegaConf would read None)
         dotlist = [o + "''" if o.endswith("=") else o for o in overrides]
         layers.append(("the command line", OmegaConf.from_dotlist(dotlist)))
+    keys = config_keys(schema)
     for source, layer in layers:
+        _refuse_moved(layer, keys, source)
         try:
             cfg = OmegaConf.merge(cfg, layer)
         except OmegaConfBaseException as e:
             raise _explain(e, schema, source) from None
     _check_required(layers)
+    derive = getattr(schema, "derived_overrides", None)
+    if derive is not None:  # defaults that follow from other keys, unless a layer set them
+        explicit = {k for _, layer in layers for k in _leaf_keys(OmegaConf.to_container(layer))}
+        derived = derive(OmegaConf.to_container(cfg), explicit)
+        if derived:
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(derived))
     try:
         obj = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as e:
@@ -279,16 +302,18 @@ def _own_field_docs(schema: type) -> dict[str, str]:
     return docs
 
 
-def describe(schema: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
-    """(key, type, default, doc) for every leaf field, for `webrl config`."""
+def describe(schema: type, prefix: str = "", default: Any = None) -> list[tuple[str, str, Any, str]]:
+    """(key, type, default, doc) for every leaf field, for `webrl config`. The defaults are the
+    resolved ones: a section whose parent builds it with other values (the run's `reward`, say)
+    reports the parent's, not its class's."""
     rows = []
     hints = typing.get_type_hints(schema)
     docs = field_docs(schema)
-    default = schema()
+    default = schema() if default is None else default
     for f in dataclasses.fields(schema):
         tp = hints[f.name]
         if dataclasses.is_dataclass(tp):
-            rows.extend(describe(tp, f"{prefix}{f.name}."))
+            rows.extend(describe(tp, f"{prefix}{f.name}.", getattr(default, f.name)))
         else:
             rows.append((f"{prefix}{f.name}", _type_name(tp), getattr(default, f.name), docs.get(f.name, "")))
     return rows

@@ -89,7 +89,7 @@ def test_every_method_selects_what_it_names_in_the_default_config(ca):
     configs = {m: load_config(WebRLConfig, "default", overrides) for m, overrides in ca.METHODS.items()}
     assert configs["grpo"].learner.objective == "grpo" and not configs["grpo"].dyna.enabled
     assert configs["ppo"].learner.objective == "ppo" and configs["ppo"].learner.value_head
-    assert configs["grpo_step"].learner.grpo.step.weight == 1.0
+    assert configs["grpo_step"].learner.step.weight == 1.0
     assert configs["grpo_balanced"].rollout.balanced.enabled
     assert configs["grpo_dyna"].dyna.enabled and not configs["grpo_dyna"].dyna.train_collected
     assert configs["grpo_dyna_collected"].dyna.enabled and configs["grpo_dyna_collected"].dyna.train_collected

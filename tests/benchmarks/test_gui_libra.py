@@ -19,10 +19,10 @@ def test_variants_share_the_recipe_and_differ_only_in_the_sft_weights(tmp_path):
     args = argparse.Namespace(epochs=2, batch_size=16, episodes=0)
     uniform = bench.recipe_config(tmp_path / "u", "/demos", args, "uniform")
     aware = bench.recipe_config(tmp_path / "u", "/demos", args, "action_aware")
-    assert (uniform.sft.learner.sft.action_weight, uniform.sft.learner.sft.coordinate_factor) == (1.0, 1.0)
-    assert (aware.sft.learner.sft.action_weight, aware.sft.learner.sft.coordinate_factor) == (2.0, 2.0)
-    same = dataclasses.replace(aware.sft.learner, sft=uniform.sft.learner.sft)
-    assert same == uniform.sft.learner and aware.generator == uniform.generator and aware.model == uniform.model
+    assert (uniform.sft.action_weight, uniform.sft.coordinate_factor) == (1.0, 1.0)
+    assert (aware.sft.action_weight, aware.sft.coordinate_factor) == (2.0, 2.0)
+    same = dataclasses.replace(aware.sft, action_weight=1.0, coordinate_factor=1.0)
+    assert same == uniform.sft and aware.generator == uniform.generator and aware.model == uniform.model
     # the shipped recipe's model and prompt: pointer actions, 128 element tokens, lr 2e-3, batch 16
     assert uniform.generator.prompt.action_format == "pointer" and uniform.model.tiny_element_tokens == 128
-    assert uniform.sft.learner.optim.lr == 2e-3 and uniform.sft.batch_size == 16 and uniform.sft.curriculum == []
+    assert uniform.sft.lr == 2e-3 and uniform.sft.batch_size == 16 and uniform.sft.curriculum == []

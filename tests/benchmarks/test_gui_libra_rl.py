@@ -19,14 +19,13 @@ def bench():
 def test_arms_share_the_run_and_differ_only_in_the_kl(bench, tmp_path):
     args = bench.parse_args(["--heldout", "/demos", "--iterations", "2", "--kl-coef", "0.05"])
     cfg = {arm: bench.arm_config(arm, args, tmp_path / "run") for arm in bench.ARMS}
-    losses = {arm: c.learner.grpo.loss for arm, c in cfg.items()}
+    losses = {arm: c.learner.loss for arm, c in cfg.items()}
     assert (losses["kl_off"].kl_coef, losses["kl_loss"].kl_coef, losses["kl_reward"].kl_coef) == (0.0, 0.05, 0.05)
     assert (losses["kl_loss"].kl_mode, losses["kl_reward"].kl_mode) == ("loss", "reward")
     assert {c.learner.reference for c in cfg.values()} == {"copy"}  # kl_off too: its KL is logged, not applied
     off = cfg["kl_off"]
     for arm in ("kl_loss", "kl_reward"):  # put the off arm's loss back: everything else is the same run
-        grpo = dataclasses.replace(cfg[arm].learner.grpo, loss=losses["kl_off"])
-        assert dataclasses.replace(cfg[arm], learner=dataclasses.replace(cfg[arm].learner, grpo=grpo)) == off
+        assert dataclasses.replace(cfg[arm], learner=dataclasses.replace(cfg[arm].learner, loss=losses["kl_off"])) == off
     # the default run (shipped checkpoint, widgets level 0, GRPO) with a checkpoint and an evaluation every
     # iteration, all checkpoints kept
     assert off.model.path == "webrl:tiny-webagent-pointer" and off.tasks.sites == ["widgets"]
@@ -115,7 +114,7 @@ def test_one_arm_rows_from_a_stand_in_trainer(bench, tmp_path, monkeypatch):
     monkeypatch.setattr(gui_libra, "step_accuracy", fake_step_accuracy)
     args = bench.parse_args(["--heldout", "/demos", "--iterations", "2", "--work", str(tmp_path)])
     rows = bench.run_arm("kl_loss", args, ["t1", "t2"], evaluate_before=True)
-    assert FakeTrainer.made[-1].closed and FakeTrainer.made[-1].config.learner.grpo.loss.kl_mode == "loss"
+    assert FakeTrainer.made[-1].closed and FakeTrainer.made[-1].config.learner.loss.kl_mode == "loss"
     ckpt = tmp_path / "kl_loss" / "checkpoints"
     assert seen == ["/shipped/hf", str(ckpt / "step-00000001" / "hf"), str(ckpt / "step-00000002" / "hf")]
     assert [(r["arm"], r["iteration"], r["success"], r["kl"]) for r in rows] == [

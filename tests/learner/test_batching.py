@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from webrl.algos import GRPOConfig, full_batch_scale
+from webrl.algos import GRPOConfig, PolicyLossConfig, full_batch_scale
 from webrl.learner.batching import (mini_batch_indices, pack_micro_batches, padded_tokens, padding_fraction,
                                     plan_ranks, plan_update)
 from webrl.learner.config import BatchingConfig, LearnerConfig, OptimConfig
@@ -93,11 +93,8 @@ def test_sample_and_config_validation_name_the_field():
     with pytest.raises(ValueError, match="zero_stage"):
         LearnerConfig(zero_stage=4)
     with pytest.raises(ValueError, match="reference"):
-        cfg = GRPOConfig()
-        cfg.loss.kl_coef = 0.1
-        LearnerConfig(grpo=cfg)
-    with pytest.raises(ValueError, match="value_head"):
-        LearnerConfig(objective="ppo")
+        LearnerConfig(loss=PolicyLossConfig(kl_coef=0.1))
+    assert LearnerConfig(objective="ppo").value_head and not LearnerConfig().value_head  # PPO implies its head
     with pytest.raises(ValueError, match="scheduler"):
         OptimConfig(scheduler="step")
     with pytest.raises(ValueError, match="token_budget"):
@@ -108,7 +105,7 @@ def test_learner_config_loads_through_the_project_config_machinery():
     from webrl.config import load_config
 
     cfg = load_config(LearnerConfig, overrides=["zero_stage=3", "optim.lr=1e-5",
-                                                "batching.ppo_epochs=2", "grpo.loss.clip_eps_high=0.3"])
+                                                "batching.ppo_epochs=2", "loss.clip_eps_high=0.3"])
     assert isinstance(cfg, LearnerConfig) and cfg.zero_stage == 3 and cfg.optim.lr == 1e-5
     assert cfg.batching.ppo_epochs == 2 and cfg.objective_config.loss.clip_eps_high == 0.3
     assert cfg.optim.betas == (0.9, 0.999)

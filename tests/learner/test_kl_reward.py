@@ -91,11 +91,11 @@ def test_ppo_reward_mode_takes_the_turn_kl_off_the_turn_reward_before_gae():
 
 
 def test_kl_mode_reward_is_accepted_with_a_reference_and_refused_without():
-    cfg = load_config(WebRLConfig, None, ["learner.grpo.loss.kl_mode=reward", "learner.grpo.loss.kl_coef=0.1",
+    cfg = load_config(WebRLConfig, None, ["learner.loss.kl_mode=reward", "learner.loss.kl_coef=0.1",
                                           "learner.reference=copy"])
-    assert cfg.learner.grpo.loss.kl_mode == "reward"
+    assert cfg.learner.loss.kl_mode == "reward"
     with pytest.raises(ConfigError, match=r"kl_mode='reward' has no effect.*learner.reference=none"):
-        load_config(WebRLConfig, None, ["learner.grpo.loss.kl_mode=reward", "learner.grpo.loss.kl_coef=0.1"])
+        load_config(WebRLConfig, None, ["learner.loss.kl_mode=reward", "learner.loss.kl_coef=0.1"])
 
 
 def _traj(reward):
@@ -105,15 +105,15 @@ def _traj(reward):
 
 
 def test_negative_scale_from_the_config_reaches_the_advantages():
-    cfg = load_config(WebRLConfig, None, ["learner.grpo.advantage.estimator=drgrpo",
-                                          "learner.grpo.advantage.negative_scale=linear",
-                                          "learner.grpo.advantage.negative_scale_floor=0.25"])
+    cfg = load_config(WebRLConfig, None, ["learner.advantage.estimator=drgrpo",
+                                          "learner.advantage.negative_scale=linear",
+                                          "learner.advantage.negative_scale_floor=0.25"])
     trajectories = [_traj(1.0), _traj(0.0), _traj(0.0), _traj(0.0)]
     samples, _ = trajectories_to_samples(trajectories, cfg.learner.objective, cfg.learner.objective_config)
     # Dr. GRPO: r - mean = [0.75, -0.25, -0.25, -0.25]; success rate 1/4, linear scale
     # 0.25 + 0.75 * 0.25 = 0.4375 on the negatives: -0.25 * 0.4375 = -0.109375
     assert [s.advantage for s in samples] == pytest.approx([0.75, -0.109375, -0.109375, -0.109375])
-    plain = load_config(WebRLConfig, None, ["learner.grpo.advantage.estimator=drgrpo"])
+    plain = load_config(WebRLConfig, None, ["learner.advantage.estimator=drgrpo"])
     samples, _ = trajectories_to_samples(trajectories, plain.learner.objective, plain.learner.objective_config)
     assert [s.advantage for s in samples] == pytest.approx([0.75, -0.25, -0.25, -0.25])
 
@@ -129,8 +129,10 @@ def test_ppo_learner_takes_the_turn_kl_off_the_rewards(tiny_qwen3vl_path):
     from webrl.models import load_model
 
     _, processor = load_model(tiny_qwen3vl_path)
-    ppo = PPOConfig(value_clip_eps=None, loss=PolicyLossConfig(kl_coef=0.5, kl_mode="reward"))
-    config = learner_config(objective="ppo", value_head=True, reference="copy", ppo=ppo, zero_stage=0,
+    from webrl.learner.config import PPOValueConfig
+
+    config = learner_config(objective="ppo", reference="copy", ppo=PPOValueConfig(value_clip_eps=None),
+                            loss=PolicyLossConfig(kl_coef=0.5, kl_mode="reward"), zero_stage=0,
                             batching=BatchingConfig(token_budget=10_000, ppo_epochs=1, mini_batches=2))
     group = LearnerGroup(config, learner_run(tiny_qwen3vl_path), 1, use_ray=False)
     try:

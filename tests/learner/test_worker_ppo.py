@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from tests.learner.helpers import learner_config, learner_run, make_samples, naive_logprobs, with_rollout_logprobs
-from webrl.algos import PPOConfig
+from webrl.algos import PolicyLossConfig
 from webrl.learner import LearnerGroup
-from webrl.learner.config import BatchingConfig
+from webrl.learner.config import BatchingConfig, PPOValueConfig
 from webrl.models import load_model
 
 pytestmark = pytest.mark.slow
@@ -17,9 +17,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def ppo_setup(tiny_qwen3vl_path):
     _, processor = load_model(tiny_qwen3vl_path)
-    ppo = PPOConfig(value_clip_eps=None)
-    ppo.loss.kl_coef = 0.05
-    config = learner_config(objective="ppo", value_head=True, reference="copy", ppo=ppo, zero_stage=0,
+    config = learner_config(objective="ppo", reference="copy", ppo=PPOValueConfig(value_clip_eps=None),
+                            loss=PolicyLossConfig(kl_coef=0.05), zero_stage=0,
                             batching=BatchingConfig(token_budget=10_000, ppo_epochs=2, mini_batches=2))
     group = LearnerGroup(config, learner_run(tiny_qwen3vl_path), 1, use_ray=False)
     yield group, processor
@@ -67,8 +66,8 @@ def outcome_samples(processor, rewards, turns=1, images=True):
 
 
 def ppo_config(**batching):
-    return learner_config(objective="ppo", value_head=True, zero_stage=batching.pop("zero_stage", 1),
-                          ppo=PPOConfig(gamma=0.9, lam=0.5, whiten_advantages=False, value_clip_eps=None),
+    return learner_config(objective="ppo", zero_stage=batching.pop("zero_stage", 1),
+                          ppo=PPOValueConfig(gamma=0.9, lam=0.5, whiten_advantages=False, value_clip_eps=None),
                           batching=BatchingConfig(token_budget=10_000, **batching))
 
 
@@ -89,7 +88,7 @@ def test_the_update_takes_old_values_from_its_first_pass_and_gae_from_them(tiny_
         values = group.compute_logprobs(samples).values
         assert any(abs(v) > 1e-4 for v in values)
         prepared, metrics = group._prepare(samples)
-        expected, _ = gae_stage(samples, values, group.config.ppo)
+        expected, _ = gae_stage(samples, values, group.config.objective_config)
         assert [s.old_value for s in prepared] == pytest.approx(values, abs=1e-6)
         assert [s.advantage for s in prepared] == pytest.approx([s.advantage for s in expected], abs=1e-6)
         v = values[3:]  # the failure's turns: r = 0, so delta_2 = -V_2, delta_1 = 0.9 V_2 - V_1, ...

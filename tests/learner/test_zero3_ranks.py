@@ -85,17 +85,16 @@ def test_a_kl_reference_partitioned_over_two_zero3_ranks_gives_the_one_rank_upda
     partitioned over the ranks like the policy (not a full copy per rank). Its log-probs, the KL
     term and the trained weights after 2 updates equal one ZeRO-1 rank's, whose reference is a plain
     module; the KL is non-zero after the first step, so the reference really enters the loss."""
-    from webrl.algos import GRPOConfig
     from webrl.algos.losses import PolicyLossConfig
 
     _, processor = load_model(tiny_qwen25vl_path)
     samples = make_samples(processor, 3, images=False, seed=4)
     run = learner_run(tiny_qwen25vl_path)
-    grpo = GRPOConfig(loss=PolicyLossConfig(kl_coef=0.5, kl_mode="loss", kl_estimator="k3"))
+    loss = PolicyLossConfig(kl_coef=0.5, kl_mode="loss", kl_estimator="k3")
     results = []
     for ranks, stage in ((2, 3), (1, 1)):
         overrides = {"zero_optimization": {"stage3_param_persistence_threshold": 0}} if stage == 3 else {}
-        group = LearnerGroup(learner_config(zero_stage=stage, reference="copy", grpo=grpo,
+        group = LearnerGroup(learner_config(zero_stage=stage, reference="copy", loss=loss,
                                             deepspeed_overrides=overrides), run, ranks, use_ray=False)
         try:
             reference = group.compute_logprobs(samples, reference=True).logprobs

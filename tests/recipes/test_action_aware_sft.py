@@ -118,11 +118,11 @@ def test_masks_reach_the_sft_weights(pointer_policy):
 
 
 def test_action_weights_are_accepted_and_direct_fraction_needs_reasoning_data():
-    cfg = load_config(WebRLConfig, None, ["sft.learner.sft.action_weight=2.0", "sft.learner.sft.coordinate_factor=2.0"])
-    assert cfg.sft.learner.sft.action_weight == 2.0
-    assert load_config(WebRLConfig, None, ["sft.learner.sft.direct_fraction=1.0", "sft.demos_dir=/tmp/x"])
-    with pytest.raises(ConfigError, match="sft.learner.sft.direct_fraction=1.0 has no effect"):
-        load_config(WebRLConfig, None, ["sft.learner.sft.direct_fraction=1.0"])
+    cfg = load_config(WebRLConfig, None, ["sft.action_weight=2.0", "sft.coordinate_factor=2.0"])
+    assert cfg.sft.action_weight == 2.0
+    assert load_config(WebRLConfig, None, ["sft.direct_fraction=1.0", "sft.demos_dir=/tmp/x"])
+    with pytest.raises(ConfigError, match="sft.direct_fraction=1.0 has no effect"):
+        load_config(WebRLConfig, None, ["sft.direct_fraction=1.0"])
 
 
 class _Report:

@@ -10,8 +10,8 @@ import pytest
 
 from webrl.actions import Action
 from webrl.envs.worker import EnvStepResult
-from webrl.recipes.resim import ResimConfig, ResimCounts, expand_state, resim_demos, resim_episode, resim_response, \
-    resim_trace
+from webrl.recipes.resim import ResimConfig, ResimCounts, expand_state, resim_demos, resim_episode, resim_response
+from webrl.recipes.resim_trace import resim_trace
 from webrl.types import load_trajectories
 
 # The toy site: home --click(0)--> shop --click(0)--> bought (done, reward 1).
@@ -345,7 +345,7 @@ def test_real_webenv_branches_match_a_fresh_replay(browser_session):
     from webrl.envs import WebEnv, WebEnvConfig
     from webrl.envs.sites.source import make_task
     from webrl.rollout.states import StateView
-    from webrl.rollout.episode import GymSlot
+    from webrl.rollout.slots import GymSlot
 
     task = make_task("widgets", 0, "train", 5)
     env = GymSlot(WebEnv(WebEnvConfig.from_dict({"browser": {"viewport": "small"}}), session=browser_session))

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tests.reward.fixtures import SMALL_LIMITS
-from webrl.learner.weights import (ServerTargets, TensorSpec, WeightBroadcastGroup, dtype_name, host_store,
-                                   plan_buckets)
+from webrl.learner.weight_broadcast import ServerTargets, WeightBroadcastGroup, host_store
+from webrl.learner.weight_buckets import TensorSpec, dtype_name, plan_buckets
 from webrl.serve import ServeConfig, ServerThread, create_app
 from webrl.serve.native import NativeBackend, parse_generate_request
 

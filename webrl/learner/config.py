@@ -5,7 +5,9 @@
       ├─ batching: BatchingConfig    token-budget micro-batches, PPO epochs / mini-batches
       ├─ checkpoint: CheckpointConfig  keep-last-N, verification on load
       ├─ weight_sync: WeightSyncConfig  learner -> rollout weights: object store, broadcast or disk
-      └─ grpo / ppo / sft            the objective configs of `webrl.algos` (one is active)
+      ├─ loss                        the policy loss (GRPO and PPO)
+      ├─ advantage / step            GRPO's group and GiGPO step advantages
+      └─ ppo                         PPO's GAE and value loss
 
     LearnerRun                       what the run derives for its learner (model path, seed,
                                      rollout temperature, the prompt's pixel bounds): passed
@@ -13,16 +15,19 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from webrl.algos import GRPOConfig, PPOConfig, SFTConfig
+from webrl.algos.advantages import GroupAdvantageConfig
+from webrl.algos.losses import PolicyLossConfig
+from webrl.algos.step_advantages import StepAdvantageConfig
 from webrl.learner.consistency import ConsistencyConfig
 
 OBJECTIVE_NAMES = ("grpo", "ppo", "sft")
 ZERO_STAGES = (0, 1, 2, 3)
 DTYPES = ("auto", "float32", "bfloat16")
-REFERENCE_MODES = ("none", "copy", "snapshot")
 SCHEDULERS = ("constant", "linear", "cosine")
 VERIFY_MODES = ("size", "sha256")
 WEIGHT_SYNC_MODES = ("auto", "object_store", "collective", "disk")
@@ -92,13 +97,15 @@ class BatchingConfig:
     """Passes over the update's samples."""
     mini_batches: int = 1
     """Optimizer steps per epoch: the samples are shuffled and split into this many parts."""
-    shuffle_seed: int = 0
-    """Seed of the mini-batch shuffle (combined with the update count, so resume is exact)."""
 
     def __post_init__(self) -> None:
         for name in ("token_budget", "max_samples_per_micro_batch", "ppo_epochs", "mini_batches"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"BatchingConfig.{name} must be >= 1, got {getattr(self, name)!r}")
+
+
+VERIFY_ON_LOAD = "sha256"
+"""Checkpoints are verified file by file against their manifest's sha256 on load."""
 
 
 @dataclass
@@ -107,15 +114,19 @@ class CheckpointConfig:
 
     keep_last: int = 3
     """Complete checkpoints kept under a checkpoint root; older ones are deleted after a save."""
-    verify: str = "sha256"
-    """On load, check each file against the manifest by "size" or by "sha256" (slower, catches
-    bit rot)."""
     export_hf: bool = True
     """Also write the policy in Hugging Face format (`hf/`), loadable by plain transformers."""
 
+    @property
+    def verify(self) -> str:
+        return VERIFY_ON_LOAD
+
     def __post_init__(self) -> None:
         _positive("CheckpointConfig.keep_last", self.keep_last)
-        _one_of("CheckpointConfig.verify", self.verify, VERIFY_MODES)
+
+
+WEIGHT_SYNC_TIMEOUT_S = 300.0
+"""Deadline of the weight-broadcast group's set-up and of each broadcast, in seconds."""
 
 
 @dataclass
@@ -137,18 +148,21 @@ class WeightSyncConfig:
     backend: str = "auto"
     """Broadcast backend: "auto" (nccl when the learner has GPUs, else gloo), "gloo" or "nccl"
     (`webrl serve` speaks gloo only)."""
-    timeout_s: float = 300.0
-    """Deadline of the group's set-up and of each broadcast, in seconds."""
-    group_name: str = "weight_update_group"
-    """Name of the broadcast group (SGLang's default)."""
 
     def __post_init__(self) -> None:
         _one_of("learner.weight_sync.mode", self.mode, WEIGHT_SYNC_MODES)
         _one_of("learner.weight_sync.backend", self.backend, WEIGHT_SYNC_BACKENDS)
         _positive("learner.weight_sync.bucket_mb", self.bucket_mb)
-        _positive("learner.weight_sync.timeout_s", self.timeout_s)
-        if not self.group_name:
-            raise ValueError("learner.weight_sync.group_name must not be empty")
+
+    @property
+    def timeout_s(self) -> float:
+        """Deadline of the group's set-up and of each broadcast (WEIGHT_SYNC_TIMEOUT_S)."""
+        return WEIGHT_SYNC_TIMEOUT_S
+
+    @property
+    def group_name(self) -> str:
+        """Name of the broadcast group: SGLang's default."""
+        return "weight_update_group"
 
     @property
     def bucket_bytes(self) -> int:
@@ -172,7 +186,7 @@ def resolve_weight_sync(config: WeightSyncConfig, engine: str, learner_gpus: boo
                           f"allowed with it: {['auto', *allowed]}")
     if mode != "collective":
         defaults = WeightSyncConfig.__dataclass_fields__
-        unread = [k for k in ("bucket_mb", "backend", "timeout_s", "group_name") if getattr(config, k) != defaults[k].default]
+        unread = [k for k in ("bucket_mb", "backend") if getattr(config, k) != defaults[k].default]
         if unread:
             raise ConfigError(f"learner.weight_sync.{', '.join(unread)} only act with learner.weight_sync.mode="
                               f"collective (the mode here is {mode!r}); set the mode or leave them at their defaults")
@@ -187,33 +201,48 @@ def resolve_weight_sync(config: WeightSyncConfig, engine: str, learner_gpus: boo
 
 
 @dataclass
+class PPOValueConfig:
+    """PPO's own settings (the policy loss is `learner.loss`, shared with GRPO)."""
+
+    gamma: float = 1.0
+    """Discount per turn (agent step)."""
+    lam: float = 0.95
+    """GAE lambda across turns."""
+    whiten_advantages: bool = True
+    """Normalise advantages to mean 0 / std 1 over the rollout's turn samples."""
+    value_coef: float = 0.5
+    """Weight of the value loss."""
+    value_clip_eps: Optional[float] = 0.2
+    """Clip range of the value update around the old value; None disables clipping."""
+
+    def __post_init__(self) -> None:
+        PPOConfig(**dataclasses.asdict(self))  # the objective's own checks
+
+
+@dataclass
 class LearnerConfig:
     """The DeepSpeed learner: engine, objective and its pieces. The policy it trains and the
-    values that must match the rollout come separately, in a `LearnerRun`."""
+    values that must match the rollout come separately, in a `LearnerRun`.
+
+    The objective's settings are flat: `loss` (GRPO and PPO alike), `advantage` and `step`
+    (GRPO's group and GiGPO step advantages), `ppo` (GAE and the value head, which objective=ppo
+    implies); `objective_config` composes the one `webrl.algos` runs."""
 
     objective: str = "grpo"
-    """Objective dispatched from `webrl.algos.OBJECTIVES`: "grpo", "ppo" or "sft"."""
+    """Objective dispatched from `webrl.algos.OBJECTIVES`: "grpo" or "ppo" (the SFT stage runs "sft")."""
     zero_stage: int = 1
     """DeepSpeed ZeRO stage 0-3."""
     dtype: str = "auto"
     """Training dtype: "auto" (bfloat16 on GPU, float32 on CPU), "float32" or "bfloat16"."""
     freeze_vision_tower: bool = False
     """Keep the vision encoder (and its merger) fixed; its weights are then never synced."""
-    value_head: bool = False
-    """Add a linear value head on the last prompt token (PPO needs it)."""
     gradient_checkpointing: bool = False
     """Recompute each transformer block's activations in backward instead of keeping them
     (transformers' non-reentrant checkpointing of the language and vision blocks): activation
     memory drops from one set per layer to about one layer's, for about one more forward pass."""
     reference: str = "none"
-    """Reference policy for the KL term: "none", "copy" (frozen copy of the initial policy)
-    or "snapshot" (frozen model loaded from reference_path)."""
-    reference_path: str = ""
-    """Folder of the stored reference snapshot (reference="snapshot")."""
-    num_threads: int = 0
-    """torch intra-op threads per rank on CPU; 0 = the CPUs of the rank's bundle."""
-    backend: str = "auto"
-    """torch.distributed backend: "auto" (nccl on GPU, gloo on CPU), "gloo" or "nccl"."""
+    """Reference policy for the KL term: "none", "copy" (a frozen copy of the initial policy) or
+    the folder of a stored snapshot to load frozen."""
     deepspeed_overrides: dict[str, Any] = field(default_factory=dict)
     """Merged (nested) into the generated DeepSpeed config, e.g.
     {"zero_optimization": {"stage3_param_persistence_threshold": 0}}."""
@@ -222,38 +251,56 @@ class LearnerConfig:
     batching: BatchingConfig = field(default_factory=BatchingConfig)
     """Micro-batching, epochs and mini-batches."""
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    """Checkpoint retention and verification."""
+    """Checkpoint retention and the Hugging Face export."""
     weight_sync: WeightSyncConfig = field(default_factory=WeightSyncConfig)
     """How the weights reach the rollout's inference workers or servers after each update."""
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    """Objective config used when objective="grpo"."""
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    """Objective config used when objective="ppo"."""
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    """Objective config used when objective="sft"."""
+    loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    """Surrogate, clipping, KL, entropy and aggregation (GRPO and PPO)."""
+    advantage: GroupAdvantageConfig = field(default_factory=GroupAdvantageConfig)
+    """GRPO: how rewards become group advantages (estimator, zero-variance filter, negative scaling)."""
+    step: StepAdvantageConfig = field(default_factory=StepAdvantageConfig)
+    """GRPO: step-level advantages from repeated page states (GiGPO); step.weight 0 (default) is off."""
+    ppo: PPOValueConfig = field(default_factory=PPOValueConfig)
+    """PPO: GAE and the value loss."""
     consistency: ConsistencyConfig = field(default_factory=ConsistencyConfig)
     """Rollout-vs-learner log-prob check of every update (`webrl.learner.consistency`)."""
+    sft: Optional[SFTConfig] = None
+    """The SFT stage's loss weights (set by that stage from sft.*; None = uniform cross-entropy)."""
 
     def __post_init__(self) -> None:
         _one_of("LearnerConfig.objective", self.objective, OBJECTIVE_NAMES)
         _one_of("LearnerConfig.zero_stage", self.zero_stage, ZERO_STAGES)
         _one_of("LearnerConfig.dtype", self.dtype, DTYPES)
-        _one_of("LearnerConfig.reference", self.reference, REFERENCE_MODES)
-        _one_of("LearnerConfig.backend", self.backend, ("auto", "gloo", "nccl"))
-        _positive("LearnerConfig.num_threads", self.num_threads, allow_zero=True)
-        if self.reference == "snapshot" and not self.reference_path:
-            raise ValueError("LearnerConfig.reference_path must name a folder when reference='snapshot'")
-        loss = getattr(self.objective_config, "loss", None)
-        if loss is not None and loss.kl_coef > 0 and loss.kl_mode == "loss" and self.reference == "none":
-            raise ValueError(f"LearnerConfig.reference must be 'copy' or 'snapshot' when "
-                             f"{self.objective}.loss.kl_coef > 0 with kl_mode='loss', got 'none'")
-        if self.objective == "ppo" and not self.value_head:
-            raise ValueError("LearnerConfig.value_head must be True when objective='ppo'")
+        if not self.reference:
+            raise ValueError('LearnerConfig.reference must be "none", "copy" or a snapshot folder, got ""')
+        loss = self.loss
+        if self.objective != "sft" and loss.kl_coef > 0 and loss.kl_mode == "loss" and self.reference == "none":
+            raise ValueError("LearnerConfig.reference must be 'copy' or a snapshot folder when loss.kl_coef > 0 with "
+                             "kl_mode='loss', got 'none'")
+
+    @property
+    def value_head(self) -> bool:
+        """PPO trains a value head on the last prompt token; nothing else reads one."""
+        return self.objective == "ppo"
+
+    @property
+    def reference_kind(self) -> str:
+        """"none", "copy" or "snapshot" (`reference` names a folder)."""
+        return self.reference if self.reference in ("none", "copy") else "snapshot"
+
+    @property
+    def backend(self) -> str:
+        """torch.distributed backend: nccl on GPU, gloo on CPU (`init_distributed`'s "auto")."""
+        return "auto"
 
     @property
     def objective_config(self):
-        """The config of the active objective."""
-        return getattr(self, self.objective)
+        """The config `webrl.algos` runs for the active objective (its loss is `self.loss`)."""
+        if self.objective == "grpo":
+            return GRPOConfig(advantage=self.advantage, loss=self.loss, step=self.step)
+        if self.objective == "ppo":
+            return PPOConfig(**{f.name: getattr(self.ppo, f.name) for f in dataclasses.fields(self.ppo)}, loss=self.loss)
+        return self.sft or SFTConfig(action_weight=1.0, coordinate_factor=1.0, direct_fraction=0.0)
 
     def resolved_dtype(self, device_type: str) -> str:
         if self.dtype != "auto":
@@ -298,3 +345,28 @@ class LearnerRun:
     def pixel_bounds(self) -> tuple[int, int]:
         """(image_min_pixels, image_max_pixels), the form `collate` takes."""
         return self.image_min_pixels, self.image_max_pixels
+
+
+def _register_moved_keys() -> None:
+    from webrl.config import moved_keys
+
+    moved = {f"learner.{o}.loss.*": "renamed: learner.loss.* (one policy loss for GRPO and PPO)" for o in ("grpo", "ppo")}
+    moved.update({
+        "learner.grpo.advantage.*": "renamed: learner.advantage.*",
+        "learner.grpo.step.*": "renamed: learner.step.*",
+        "learner.grpo.*": "split: learner.loss.*, learner.advantage.*, learner.step.*",
+        "learner.value_head": "removed: learner.objective=ppo implies its value head (and nothing else reads one)",
+        "learner.reference_path": "merged into learner.reference (none | copy | the snapshot's folder)",
+        "learner.num_threads": "removed: each rank uses the CPUs of its bundle (resources.cpus_per_learner_rank)",
+        "learner.backend": "removed: torch.distributed uses nccl on GPU and gloo on CPU",
+        "learner.batching.shuffle_seed": "removed: the mini-batch shuffle is seeded from run.seed",
+        "learner.advantage.eps": "removed: fixed at 1e-6 (webrl.algos.advantages.GroupAdvantageConfig.eps)",
+        "learner.checkpoint.verify": f"removed: checkpoints are always verified by {VERIFY_ON_LOAD} on load",
+        "learner.weight_sync.timeout_s": f"removed: fixed at {WEIGHT_SYNC_TIMEOUT_S:g} s "
+                                         "(webrl.learner.config.WEIGHT_SYNC_TIMEOUT_S)",
+        "learner.weight_sync.group_name": "removed: the broadcast group is SGLang's default 'weight_update_group'",
+    })
+    moved_keys(moved)
+
+
+_register_moved_keys()

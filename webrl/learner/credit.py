@@ -1,7 +1,7 @@
 """Credit assignment: scored trajectories -> learner samples, pure in-process functions.
 
-    samples, metrics = trajectories_to_samples(trajectories, "grpo", config.learner.grpo)
-    samples, metrics = gae_stage(samples, values, config.learner.ppo)   # PPO, once values exist
+    samples, metrics = trajectories_to_samples(trajectories, "grpo", config.learner.objective_config)
+    samples, metrics = gae_stage(samples, values, config.learner.objective_config)   # PPO, once values exist
 
 Notation: N trajectories that are trained on (status "ok" and scored), G groups among them, S
 turn samples (the turns of the N trajectories that have sampled tokens).

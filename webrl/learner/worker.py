@@ -35,10 +35,12 @@ from webrl.learner.config import LearnerConfig, LearnerRun
 from webrl.learner.engine import (build_optimizer, deepspeed_config, init_distributed, resolve_device,
                                   set_distributed_env)
 from webrl.learner.metrics import merge_metrics
-from webrl.learner.model import PolicyModule, trainable_named_parameters
+from webrl.learner.model import PolicyModule
+from webrl.learner.rank_weights import RankWeights
 from webrl.learner.samples import LearnerSample, check_image_tokens, collate
-from webrl.learner.weights import (ServerTargets, TensorSpec, WeightBroadcastGroup, WeightUpdate, dtype_name,
-                                   gathered, header_of, host_store)
+from webrl.learner.weight_broadcast import ServerTargets
+from webrl.learner.weight_buckets import TensorSpec
+from webrl.learner.weights import WeightUpdate
 
 
 @dataclass
@@ -83,7 +85,7 @@ class LearnerWorker:
         set_distributed_env(rank, world_size, master_addr, master_port)
         self.device = resolve_device()
         if self.device.type == "cpu":
-            torch.set_num_threads(config.num_threads or max(1, num_cpus))
+            torch.set_num_threads(max(1, num_cpus))  # the CPUs of the rank's bundle
         self.backend = init_distributed(config.backend, self.device)
         ckpt.set_rng_state(_seeded_rng_state(run.seed + rank))
         self.dtype = config.resolved_dtype(self.device.type)
@@ -104,6 +106,7 @@ class LearnerWorker:
         if config.zero_stage == 3:
             deepspeed.zero.register_external_parameter(self.engine.module, module.model.lm_head.weight)
         self.reference = self._build_reference()
+        self.weights = RankWeights(self.engine.module, self.processor, rank, config.zero_stage == 3)
         self.policy_version = 0
         self.optimizer_steps = 0
 
@@ -121,7 +124,7 @@ class LearnerWorker:
             return None
         from webrl.models import load_model
 
-        path = self.run.model_path if self.config.reference == "copy" else self.config.reference_path
+        path = self.run.model_path if self.config.reference == "copy" else self.config.reference
         model, _ = load_model(path, dtype=self.dtype, device=str(self.device))
         zero3 = self.config.zero_stage == 3
         reference = PolicyModule(model, always_run_vision=zero3).eval()
@@ -221,99 +224,35 @@ class LearnerWorker:
                 out[i] = (logprobs[b, p:n].float().cpu().numpy(), value)
         return out
 
-    # -- weights ----------------------------------------------------------------------------------
+    # -- weights (`RankWeights`; collective under ZeRO-3: call on every rank) -----------------------
     def full_state_dict(self) -> Optional[dict[str, torch.Tensor]]:
-        """The HF model's full state_dict on CPU (rank 0; None elsewhere). Collective under ZeRO-3."""
-        model = self.module.model
-        params = dict(model.named_parameters(remove_duplicate=False))
-        names = [k for k in model.state_dict().keys() if k in params]
-        out = {}
-        for name, tensor in gathered([(k, params[k]) for k in names], self.config.zero_stage == 3):
-            if self.rank == 0:
-                out[name] = tensor.detach().cpu().clone()
-        if self.rank == 0:
-            for name, buffer in model.state_dict().items():
-                out.setdefault(name, buffer.detach().cpu().clone())
-        return out if self.rank == 0 else None
+        """The HF model's full state_dict on CPU (rank 0; None elsewhere)."""
+        return self.weights.full_state_dict()
 
     def export_hf(self, path: str) -> str:
-        """The policy as a Hugging Face folder at `path` (+ processor), written to a temp folder
-        and renamed, so a reader never sees half of it (what inference servers load). Collective
-        under ZeRO-3: call on every rank."""
-        state_dict = self.full_state_dict()
-        final = Path(path)
-        if self.rank == 0:
-            temp = ckpt.temp_path(final)
-            shutil.rmtree(temp, ignore_errors=True)
-            self.module.model.save_pretrained(temp, state_dict=state_dict)
-            self.processor.save_pretrained(temp)
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(temp, final)
-        return str(final)
+        """The policy as a Hugging Face folder at `path`, published atomically (what servers load)."""
+        return self.weights.export_hf(path)
 
     def get_weights(self) -> Optional[WeightUpdate]:
-        """Trainable weights stamped with the policy version (rank 0; None on other ranks).
-        Collective under ZeRO-3: call on every rank."""
-        update = WeightUpdate(self.policy_version)
-        for name, tensor in gathered(trainable_named_parameters(self.module), self.config.zero_stage == 3):
-            if self.rank == 0:
-                update.names.append(name)
-                update.tensors.append(tensor.detach().cpu().clone())
-        return update if self.rank == 0 else None
+        """Trainable weights stamped with the policy version (rank 0; None on other ranks)."""
+        return self.weights.update(self.policy_version)
 
-    # -- weight broadcast (learner.weight_sync.mode=collective, `webrl.learner.weights`) ------------
+    def value_head_state(self) -> Optional[dict[str, torch.Tensor]]:
+        return self.weights.value_head_state()
+
     def weight_specs(self) -> list[TensorSpec]:
-        """The trainable tensors in broadcast order: names, full shapes (ZeRO-3 keeps the full
-        one in `ds_shape`), the training dtype."""
-        return [TensorSpec(name, tuple(getattr(p, "ds_shape", p.shape)), dtype_name(p.dtype))
-                for name, p in trainable_named_parameters(self.module)]
+        return self.weights.specs()
 
     def host_weight_group(self, timeout_s: float) -> Optional[tuple[str, int]]:
-        """Rank 0: open the group's rendezvous store on this node; returns (address, port).
-        Other ranks: None (only rank 0 is a member; they help gather under ZeRO-3)."""
-        if self.rank != 0:
-            return None
-        address = os.environ.get("MASTER_ADDR", "127.0.0.1")  # this node's address, as the learner's own group
-        self._weight_store = host_store(address, timeout_s)
-        return address, int(self._weight_store.port)
+        return self.weights.host_group(timeout_s)
 
     def join_weight_group(self, world_size: int, backend: str, group_name: str, timeout_s: float,
                           members: Sequence[str] = ()) -> None:
-        """Rank 0 joins the group it hosts as rank 0 (blocks until every receiver has joined)."""
-        if self.rank != 0:
-            return
-        address = os.environ.get("MASTER_ADDR", "127.0.0.1")
-        self._weight_group = WeightBroadcastGroup.join(
-            address, int(self._weight_store.port), 0, world_size, backend=backend, group_name=group_name,
-            timeout_s=timeout_s, store=self._weight_store, members=list(members))
+        self.weights.join_group(world_size, backend, group_name, timeout_s, members)
 
     def broadcast_weights(self, bucket_bytes: int, version: Optional[int] = None,
                           servers: Optional[ServerTargets] = None) -> Optional[dict[str, float]]:
-        """Send the trainable weights to the group: `version` given -> in-process receivers (a
-        header first), `servers` -> each bucket announced over HTTP. Collective under ZeRO-3:
-        call on every rank; rank 0 returns {"buckets", "bytes", "seconds"}, others None."""
-        source = gathered(trainable_named_parameters(self.module), self.config.zero_stage == 3)
-        if self.rank != 0:
-            for _ in source:
-                pass
-            return None
-        group = getattr(self, "_weight_group", None)
-        if group is None:
-            raise RuntimeError("broadcast_weights before join_weight_group: no weight-broadcast group on rank 0")
-        specs = self.weight_specs()
-        header = header_of(version, specs) if version is not None else None
-        stats = group.send(source, specs, bucket_bytes, header=header,
-                           announce=servers.announce if servers is not None else None)
-        for _ in source:  # finish the generator: under ZeRO-3 its last gather must close on every rank
-            pass
-        return stats
-
-    def value_head_state(self) -> Optional[dict[str, torch.Tensor]]:
-        head = self.module.value_head
-        if head is None:
-            return None
-        return {name: t.detach().cpu().clone() for name, t in gathered(head.named_parameters(),
-                                                                     self.config.zero_stage == 3)}
+        return self.weights.broadcast(bucket_bytes, version, servers)
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self, path: str, client_state: Optional[dict[str, Any]] = None) -> str:

@@ -39,7 +39,7 @@ def resim_main(config: ResimCommandConfig) -> int:
     from webrl.envs import BrowserSession, WebEnv, WebEnvConfig
     from webrl.envs.sites.source import SandboxTaskSource
     from webrl.recipes.resim import resim_demos
-    from webrl.rollout.episode import GymSlot
+    from webrl.rollout.slots import GymSlot
 
     source = SandboxTaskSource(sites=tuple(config.sites), levels=tuple(config.levels), split=config.split)
     session = BrowserSession()

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from webrl.envs.sites.source import SITE_NAMES, SandboxTaskSource
-from webrl.rollout.episode import EpisodeInfraError, EpisodeSpec, GymSlot, OracleAgent, new_trajectory, run_episode
+from webrl.rollout.agents import OracleAgent
+from webrl.rollout.episode import EpisodeInfraError, EpisodeSpec, new_trajectory, run_episode
+from webrl.rollout.slots import GymSlot
 from webrl.types import Trajectory
 
 

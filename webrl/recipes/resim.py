@@ -22,11 +22,11 @@ Algorithm (per episode, for t = 0 .. `max_states`-1):
    paper's value function; n the env steps taken (the paper's reward likewise charges each step).
 3. The chosen action is the branch of highest V (ties go to the earlier branch, i.e. to the base
    policy's proposal); its first real next state is s_{t+1}.
-4. `resim_trace(tree)` writes the tree as one reasoning text: each option's simulated future
-   states and value, then the choice and why. The turn's response is
-   `<think>{trace}</think>` + the chosen action rendered in `action_format`, so the SFT target
-   is the reasoning and the call together (`decided_by="resim"`: the prompt builder keeps a
-   non-oracle turn's text as it is).
+4. `resim_trace(tree)` (`webrl.recipes.resim_trace`, beside the tree's dataclasses) writes the
+   tree as one reasoning text: each option's simulated future states and value, then the choice
+   and why. The turn's response is `<think>{trace}</think>` + the chosen action rendered in
+   `action_format`, so the SFT target is the reasoning and the call together
+   (`decided_by="resim"`: the prompt builder keeps a non-oracle turn's text as it is).
 
 Departures from the paper (Yu et al. 2025, arXiv 2510.09577) and why:
 - The paper's rollout model is an LLM sampled b times per state and its leaves are scored by a
@@ -58,15 +58,17 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from webrl.actions import Action
 from webrl.policy.formats import make_format
-from webrl.rollout.states import StateView, describe_state
-from webrl.rollout.episode import (Decided, Episode, EpisodeInfraError, EpisodeSpec, action_decision, check_infra,
-                                   new_trajectory, observation_of, run_episode)
+from webrl.recipes.resim_trace import Branch, SimStep, StateTree, resim_trace
+from webrl.rollout.agents import action_decision
+from webrl.rollout.episode import (Decided, Episode, EpisodeInfraError, EpisodeSpec, check_infra, new_trajectory,
+                                   observation_of, run_episode)
+from webrl.rollout.states import StateView
 from webrl.types import Trajectory, Turn, save_trajectories
 
 TRACE_FORMATS = ("som", "compact", "pointer")  # formats that render an action without screenshot geometry
@@ -150,50 +152,6 @@ class BaseAgent:
     def __call__(self, request: Any, result: Any) -> Decided:
         action = self.policy(self.task, oracle_view_of(result))
         return Decided(action_decision(action, request.observation))
-
-
-# -- the tree (plain data, JSON-able via asdict) ---------------------------------------------------
-@dataclass
-class SimStep:
-    """One real step of a branch: the action taken and the state it led to."""
-
-    action: str
-    """The action in the compact grammar."""
-    state: StateView
-    reward: float = 0.0
-    done: bool = False
-
-
-@dataclass
-class Branch:
-    """One considered action at a state and where it really led."""
-
-    action: str
-    proposed_by: str
-    """"base" (the base policy's action) or "alternative"."""
-    steps: list[SimStep] = field(default_factory=list)
-    reward: float = 0.0
-    """The env reward where the branch (or its rollout) ended; 0 if it did not end."""
-    value: float = 0.0
-    """reward - step_cost * env_steps."""
-    env_steps: int = 0
-    """Env steps the branch took after the replay (simulated plus rollout)."""
-    value_source: str = "unfinished"
-    """"terminal" (ended within the branch), "rollout" (the base policy finished it within
-    value_steps) or "unfinished"."""
-    diverged: bool = False
-    """The replay of the prefix did not reach the state's page (or ended first): never chosen."""
-
-
-@dataclass
-class StateTree:
-    """The tree of one state: its real view, the prefix that reaches it, its branches, the choice."""
-
-    step: int
-    state: StateView
-    prefix: list[str]
-    branches: list[Branch]
-    chosen: int = 0
 
 
 @dataclass
@@ -291,39 +249,6 @@ def expand_state(env: Any, task: Any, prefix: Sequence[Action], state: Any, conf
     chosen = max(ranked, key=lambda i: (branches[i].value, -i))
     tree = StateTree(len(prefix), StateView.of(state.observation), [a.to_compact() for a in prefix], branches, chosen)
     return tree, episodes, actions
-
-
-# -- traces (pure) --------------------------------------------------------------------------------
-def _outcome(branch: Branch) -> str:
-    worth = f"{branch.env_steps} step(s), so this option is worth {branch.value:.2f}"
-    if branch.value_source == "terminal":
-        return f"the episode ends with reward {branch.steps[-1].reward:.2f} after {worth}"
-    if branch.value_source == "rollout":
-        return f"not finished yet; continuing from there, it ends with reward {branch.reward:.2f} after {worth}"
-    return f"not finished yet and no end in sight after {worth}"
-
-
-def resim_trace(tree: StateTree, summary_elements: int = 5) -> str:
-    """The reasoning text of one tree: every considered action's real future states, its value,
-    then the chosen action and why."""
-    lines = [f"I consider {len(tree.branches)} action(s) and simulate where each leads."]
-    for i, b in enumerate(tree.branches, 1):
-        who = "my first idea" if b.proposed_by == "base" else "an alternative"
-        lines.append(f"Option {i} ({who}): {b.action}.")
-        if b.diverged:
-            lines.append("  (the page differed on replay; this option is not considered.)")
-            continue
-        for k, s in enumerate(b.steps, 1):
-            lead = "after it" if k == 1 else f"then {s.action}"
-            end = f"; the episode ends (reward {s.reward:.2f})" if s.done else ""
-            lines.append(f"  Step {k}, {lead}: {describe_state(s.state, summary_elements)}{end}.")
-        lines.append(f"  Outcome: {_outcome(b)}.")
-    best = tree.branches[tree.chosen]
-    ties = [i + 1 for i, b in enumerate(tree.branches) if not b.diverged and b.value == best.value]
-    why = (f"it has the highest value ({best.value:.2f})" if len(ties) == 1 else
-           f"options {', '.join(map(str, ties))} tie at {best.value:.2f} and it comes first")
-    lines.append(f"Decision: option {tree.chosen + 1}, {best.action}, because {why}.")
-    return "\n".join(lines)
 
 
 def resim_response(tree: StateTree, action: Action, config: ResimConfig) -> str:

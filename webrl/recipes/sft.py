@@ -1,6 +1,6 @@
 """The SFT stage: oracle demonstrations -> per-turn SFT samples -> SFT learner -> HF checkpoint.
 
-    path = sft_stage(config, run_dir, model_path, actors, log)   # the HF folder of the SFT weights
+    path = sft_stage(config, run_dir, model_path, actors, log, learner_for)   # the HF folder of the SFT weights
 
 Each phase of `sft.curriculum` ([max_level, epochs]; default one phase of `sft.epochs` over
 everything) shuffles its turns every pass with the run's seed and takes one optimizer step per
@@ -9,10 +9,10 @@ run can be stopped and its last pass used. Prompts are rendered by the rollout p
 `GeneratorPolicy`, so SFT trains on exactly the tokens rollouts will produce.
 
 Action-aware SFT (GUI-Libra): every turn sample carries its response's action / coordinate
-masks (`webrl.policy.sft`), so `sft.learner.sft.action_weight` and `coordinate_factor` weight
+masks (`webrl.policy.sft`), so `sft.action_weight` and `coordinate_factor` weight
 those tokens in the loss sum(m * w * CE) / sum(m * w). Reasoning mix: a turn whose response has
 a `<think>` block is a "source"; every pass trains on each source with its reasoning and, for a
-`sft.learner.sft.direct_fraction` of them drawn afresh each pass (`ReasoningMixSampler`, seeded
+`sft.direct_fraction` of them drawn afresh each pass (`ReasoningMixSampler`, seeded
 by the run's seed and the pass), also on its direct-action variant; turns without reasoning are
 used once per pass. A pass therefore has plain + sources + round(direct_fraction * sources)
 samples, and the LR schedule is sized for that.
@@ -31,12 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from webrl.run.config import WebRLConfig, learner_run
 
-
-def sft_stage(config: WebRLConfig, run_dir: Path, model_path: str, actors: Any, log: Callable) -> str:
+def sft_stage(config: Any, run_dir: Path, model_path: str, actors: Any, log: Callable,
+              learner_for: Callable[[int], tuple[Any, Any]]) -> str:
     """Train `model_path` on the demonstrations; returns the HF folder of the result (or
-    `model_path` unchanged when there is nothing to train on)."""
+    `model_path` unchanged when there is nothing to train on).
+
+    config: the run's `WebRLConfig` (its sft, run, tasks, env and generator sections are read);
+    learner_for(total_optimizer_steps) -> (LearnerConfig, LearnerRun) of the stage's learner
+    (`webrl.run.config.sft_learner` and `learner_run`, which the run layer owns)."""
     from webrl.models.shipped import write_trained_prompt
 
     cfg = config
@@ -48,17 +51,14 @@ def sft_stage(config: WebRLConfig, run_dir: Path, model_path: str, actors: Any, 
     if not sources:
         print("webrl sft: no demonstrations to train on; skipping the SFT stage")
         return model_path
-    mix = cfg.sft.learner.sft.direct_fraction
+    mix = cfg.sft.direct_fraction
     phases = [(int(lv), int(n)) for lv, n in cfg.sft.curriculum] or [(max(s.level for s in sources), cfg.sft.epochs)]
     batch = cfg.sft.batch_size
     pools = [[s for s in sources if s.level <= max_level] for max_level, _ in phases]
     steps = sum(n * -(-pass_size(pool, mix) // batch) for (_, n), pool in zip(phases, pools))
     log({"stage": "sft_data", "turns": len(sources), "reasoning_turns": sum(s.direct is not None for s in sources),
          "direct_fraction": mix})
-    section = cfg.sft.learner
-    section = dataclasses.replace(section, batching=dataclasses.replace(section.batching, mini_batches=1, ppo_epochs=1),
-                                  optim=dataclasses.replace(section.optim, total_steps=max(steps, 1)))
-    learner = actors.start_learner(section, learner_run(cfg, model_path))
+    learner = actors.start_learner(*learner_for(steps))
     rng, epoch, path = random.Random(f"{cfg.run.seed}:sft"), 0, ""
     try:
         for (max_level, n), pool in zip(phases, pools):
@@ -126,7 +126,7 @@ def epoch_samples(pool: list[TurnSource], direct_fraction: float, *, seed: int, 
     return plain + mixed
 
 
-def demonstrations(config: WebRLConfig, run_dir: Path, log: Callable) -> list:
+def demonstrations(config: Any, run_dir: Path, log: Callable) -> list:
     """`sft.demos_dir`'s demos.jsonl, or `sft.demos` oracle episodes recorded into `<run>/demos`
     (none when sft.demos=0); `sft_stage` adds the `sft.data` datasets (`offline_trajectories`)."""
     from webrl.types import load_trajectories
@@ -140,7 +140,7 @@ def demonstrations(config: WebRLConfig, run_dir: Path, log: Callable) -> list:
         from webrl.recipes.demos import record_demos
 
         summary = record_demos(cfg.sft.demos, folder, seed=cfg.run.seed, levels=cfg.sft.demo_levels,
-                               sites=cfg.tasks.sites, split="train", viewport=cfg.env.env.browser.viewport)
+                               sites=cfg.tasks.sites, split="train", viewport=cfg.env.viewport)
         log({"stage": "demos", "episodes": summary["episodes"], "saved": summary["saved"]})
         demos = load_trajectories(folder / "demos.jsonl")
     return demos
@@ -171,7 +171,7 @@ def offline_trajectories(specs: list[str], log: Callable, builder: Any = None) -
     return out
 
 
-def _render_policy(model_path: str, config: WebRLConfig):
+def _render_policy(model_path: str, config: Any):
     """A GeneratorPolicy used only to render prompts (SFT shares the rollout's prompt code)."""
     from webrl.models import load_model
     from webrl.policy import GeneratorPolicy

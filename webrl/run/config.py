@@ -8,13 +8,14 @@ model); presets in webrl/configs/ change them (`--config NAME`).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from webrl.config import ConfigError, ModelConfig, RunConfig
-from webrl.envs.worker import EnvWorkerConfig
+from webrl.config import ConfigError, ModelConfig, RunConfig, moved_keys
+from webrl.envs.config import EnvWorkerConfig
 from webrl.learner.config import LearnerConfig, LearnerRun
 from webrl.policy import GeneratorConfig
 from webrl.policy.stack import PolicyConfig
@@ -191,17 +192,6 @@ def run_layout(config: "WebRLConfig") -> BundleLayout:
     return bundle_layout(config.resources, eval_worker=config.tasks.eval_tasks > 0, servers=servers)
 
 
-def _sft_learner() -> LearnerConfig:
-    from webrl.learner.config import OptimConfig
-
-    from webrl.algos import SFTConfig
-
-    # uniform cross-entropy by default (the shipped recipe's loss); the SFT stage builds the action
-    # masks and the reasoning mix, so action_weight / coordinate_factor / direct_fraction act when set
-    return LearnerConfig(objective="sft", optim=OptimConfig(lr=1e-3),
-                         sft=SFTConfig(action_weight=1.0, coordinate_factor=1.0, direct_fraction=0.0))
-
-
 @dataclass
 class SFTStageConfig:
     demos: int = 48
@@ -214,16 +204,26 @@ class SFTStageConfig:
     """Passes over the demonstrations (when `curriculum` is empty)."""
     batch_size: int = 32
     """Samples (turns) per optimizer step: each pass is split into ceil(samples / batch_size)
-    mini-batches (this overrides sft.learner.batching.mini_batches)."""
+    mini-batches."""
+    lr: float = 1e-3
+    """Peak learning rate of the SFT stage (1e-3 suits tiny models; the 4B recipe uses 1e-5)."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear warm-up from 0 to sft.lr."""
+    scheduler: str = "constant"
+    """LR schedule after warm-up: "constant", "linear" or "cosine" (decaying over all phases' steps)."""
+    freeze_vision_tower: bool = False
+    """Keep the vision encoder fixed during SFT (the RL stage follows learner.freeze_vision_tower)."""
+    action_weight: float = 1.0
+    """Loss weight of the action tokens (GUI-Libra: 2; 1 = uniform cross-entropy)."""
+    coordinate_factor: float = 1.0
+    """Extra factor on coordinate tokens within the action (GUI-Libra: 2)."""
+    direct_fraction: float = 0.0
+    """Share of reasoning turns (from sft.data / sft.demos_dir) also trained as direct actions,
+    drawn afresh each pass (GUI-Libra: 1.0)."""
     curriculum: list = field(default_factory=list)
     """Phases as [max_level, epochs] pairs, e.g. [[0, 4], [1, 8]]: 4 passes over the level-0
     turns, then 8 over levels 0-1 (levels from each demonstration's task). Empty = `epochs`
     passes over all demonstrations. A decaying LR schedule spans all phases."""
-    learner: LearnerConfig = field(default_factory=lambda: _sft_learner())
-    """Learner settings of the SFT stage (its objective is sft; lr 1e-3 suits tiny models).
-    sft.learner.sft: action_weight / coordinate_factor weight the action and coordinate tokens
-    (GUI-Libra: 2 and 2), direct_fraction repeats that share of reasoning turns as direct actions
-    (GUI-Libra: 1.0); the defaults (1, 1, 0) are uniform cross-entropy."""
     data: list[str] = field(default_factory=list)
     """Offline datasets added to the demonstrations, each "FORMAT:PATH" or "PATH" (format
     guessed), loaded with `webrl.datasets.load_offline`; their conversion reports are logged."""
@@ -237,8 +237,15 @@ class SFTStageConfig:
             if len(phase) != 2 or int(phase[0]) < 0 or int(phase[1]) < 1:
                 raise ConfigError(f"sft.curriculum entries are [max_level, epochs] with max_level >= 0 "
                                   f"and epochs >= 1, got {list(phase)!r}")
-        if self.learner.objective != "sft":
-            raise ConfigError(f"sft.learner.objective must be 'sft', got {self.learner.objective!r}")
+        from webrl.learner.config import SCHEDULERS
+
+        if self.scheduler not in SCHEDULERS:
+            raise ConfigError(f"sft.scheduler must be one of {list(SCHEDULERS)}, got {self.scheduler!r}")
+        if not self.lr > 0 or self.warmup_steps < 0:
+            raise ConfigError(f"sft.lr must be > 0 and sft.warmup_steps >= 0, got {self.lr}, {self.warmup_steps}")
+        from webrl.algos import SFTConfig
+
+        SFTConfig(self.action_weight, self.coordinate_factor, self.direct_fraction)  # its own checks
 
     @staticmethod
     def _check_data_spec(i: int, spec: Any) -> None:
@@ -258,6 +265,28 @@ class SFTStageConfig:
             raise ConfigError(f"sft.data[{i}]={spec!r}: unknown format {head!r}; allowed: {sorted(FORMATS)}")
 
 
+def sft_learner(config: "WebRLConfig", total_steps: int) -> LearnerConfig:
+    """The SFT stage's learner: the RL learner's engine (ZeRO stage, dtype, checkpointing,
+    DeepSpeed overrides, checkpoints) with the stage's own optimizer, batching and loss."""
+    from webrl.algos import SFTConfig
+    from webrl.learner.config import OptimConfig
+
+    rl, sft = config.learner, config.sft
+    optim = OptimConfig(lr=sft.lr, warmup_steps=sft.warmup_steps, scheduler=sft.scheduler,
+                        total_steps=max(total_steps, 1), weight_decay=rl.optim.weight_decay, grad_clip=rl.optim.grad_clip)
+    return LearnerConfig(objective="sft", zero_stage=rl.zero_stage, dtype=rl.dtype,
+                         freeze_vision_tower=sft.freeze_vision_tower, gradient_checkpointing=rl.gradient_checkpointing,
+                         deepspeed_overrides=rl.deepspeed_overrides, optim=optim,
+                         batching=dataclasses.replace(rl.batching, ppo_epochs=1, mini_batches=1),
+                         checkpoint=rl.checkpoint,
+                         sft=SFTConfig(sft.action_weight, sft.coordinate_factor, sft.direct_fraction))
+
+
+def sft_learners(config: "WebRLConfig", model_path: str) -> Callable[[int], tuple[LearnerConfig, LearnerRun]]:
+    """`learner_for` of `webrl.recipes.sft.sft_stage`: total optimizer steps -> the stage's learner."""
+    return lambda steps: (sft_learner(config, steps), learner_run(config, model_path))
+
+
 @dataclass
 class TrainerConfig:
     stages: list[str] = field(default_factory=lambda: ["rl"])
@@ -268,15 +297,13 @@ class TrainerConfig:
     """Also evaluate every N RL iterations (0: only before and after)."""
     checkpoint_every: int = 1
     """Checkpoint every N RL iterations (the last one always)."""
-    log_every: int = 1
-    """Print the metrics table every N iterations."""
 
     def __post_init__(self) -> None:
         bad = [s for s in self.stages if s not in STAGES]
         if bad:
             raise ConfigError(f"trainer.stages entries must be among {STAGES}, got {bad}")
-        if self.iterations < 0 or self.eval_every < 0 or self.checkpoint_every < 1 or self.log_every < 1:
-            raise ConfigError("trainer.iterations/eval_every must be >= 0; checkpoint_every/log_every >= 1")
+        if self.iterations < 0 or self.eval_every < 0 or self.checkpoint_every < 1:
+            raise ConfigError("trainer.iterations/eval_every must be >= 0; checkpoint_every >= 1")
 
 
 @dataclass
@@ -307,7 +334,7 @@ class EvalStageConfig:
 
 
 def _default_env() -> EnvWorkerConfig:
-    return EnvWorkerConfig(num_slots=4, env={"browser": {"viewport": "640x480"}})
+    return EnvWorkerConfig(num_slots=4, viewport="640x480")
 
 
 def _default_learner() -> LearnerConfig:
@@ -377,12 +404,33 @@ class WebRLConfig:
     """Reward: the sandbox checker by default; judges for live-web tasks."""
     dyna: DynaConfig = field(default_factory=DynaConfig)
     """Dyna-GRPO (Dyna-Mind stage 2): SimRollout iterations that refine sampled responses with the
-    real future states they led to, alternating with plain GRPO (`webrl.rollout.dyna`). Off by default."""
+    real future states they led to, alternating with plain GRPO (`webrl.rollout.dyna`). Off unless dyna.every is set."""
+
+    @staticmethod
+    def derived_overrides(merged: dict, explicit: set[str]) -> list[str]:
+        """Defaults that follow from the task source (`webrl.config.load_config` applies them to
+        every key no preset or override set): a live-web tasks file (tasks.source=file, not
+        `webrl synth`'s) runs under the live-web network policy (CDN subresources load, internal
+        hosts stay out) and is scored by the judge recipe, as webrl/LiveWeb-v0 does; the
+        sandbox's allowlist policy and programmatic checker would abort every CDN request and
+        leave every trajectory unscored."""
+        tasks, out = merged["tasks"], []
+        if tasks["source"] == "file" and tasks.get("file_format") != "synth":
+            if "env.subresource_policy" not in explicit:
+                out.append("env.subresource_policy=public")
+            if "reward.kind" not in explicit:
+                out.append("reward.kind=recipe")
+        return out
 
     def __post_init__(self) -> None:
+        if (self.tasks.source == "file" and self.tasks.file_format != "synth"
+                and self.reward.kind == "programmatic"):
+            raise ConfigError("reward.kind=programmatic cannot score a live-web tasks file (tasks.source=file has no "
+                              "checker: every trajectory would be dropped as no_checker); use reward.kind=recipe or "
+                              "judge with a judge server (reward.openai.base_url)")
         if self.learner.objective not in RL_OBJECTIVES:
-            raise ConfigError(f"learner.objective must be one of {RL_OBJECTIVES} (the RL objective; sft.learner runs "
-                              f"SFT), got {self.learner.objective!r}")
+            raise ConfigError(f"learner.objective must be one of {RL_OBJECTIVES} (the RL objective; the sft stage "
+                              f"runs SFT), got {self.learner.objective!r}")
         for key, value, why in _inert_settings(self):
             raise ConfigError(f"{key}={value!r} has no effect in this version ({why}); leave it at its default")
         if self.rollout.engine == "server":
@@ -416,46 +464,53 @@ def weight_sync(config: "WebRLConfig") -> tuple[str, str]:
                                receivers)
 
 
+moved_keys({
+    "sft.learner.sft.*": "renamed: sft.action_weight, sft.coordinate_factor, sft.direct_fraction",
+    "trainer.log_every": "removed: the metrics table is printed every iteration (metrics.jsonl has them all)",
+    "sft.learner.optim.lr": "renamed to sft.lr",
+    "sft.learner.optim.warmup_steps": "renamed to sft.warmup_steps",
+    "sft.learner.optim.scheduler": "renamed to sft.scheduler",
+    "sft.learner.freeze_vision_tower": "renamed to sft.freeze_vision_tower",
+    "sft.learner.*": "removed: the SFT stage uses the RL learner's engine settings (learner.zero_stage, dtype, "
+                     "gradient_checkpointing, deepspeed_overrides, checkpoint) and its own sft.lr / warmup_steps / "
+                     "scheduler / freeze_vision_tower / action_weight / coordinate_factor / direct_fraction",
+})
+
 RL_OBJECTIVES = ("grpo", "ppo")
 """Objectives the trainer runs end to end (`webrl.learner.credit.ADVANTAGE_STAGES`)."""
 
 
 def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
     """(key, value, why) of every setting the config accepts but the run would ignore."""
-    from webrl.algos import GRPOConfig, PPOConfig
+    from webrl.algos.advantages import GroupAdvantageConfig
+    from webrl.algos.step_advantages import StepAdvantageConfig
+    from webrl.learner.config import PPOValueConfig
 
     out = []
     learner = config.learner
-    loss = learner.objective_config.loss
+    loss = learner.loss
     if loss.kl_mode == "reward" and loss.kl_coef > 0 and learner.reference == "none":
-        out.append((f"learner.{learner.objective}.loss.kl_mode", "reward", "with learner.reference=none there "
-                    "is no reference to take a KL to; set learner.reference=copy (or snapshot)"))
-    for name, default in (("grpo", GRPOConfig()), ("ppo", PPOConfig())):
-        if name != learner.objective and getattr(learner, name) != default:
-            out.append((f"learner.{name}", getattr(learner, name), f"learner.objective is {learner.objective!r}; "
-                        f"set learner.objective={name} or leave learner.{name} at its defaults"))
-    if learner.value_head and learner.objective != "ppo":
-        out.append(("learner.value_head", True, "only objective=ppo trains or reads the value head"))
+        out.append(("learner.loss.kl_mode", "reward", "with learner.reference=none there is no reference to take a KL "
+                    "to; set learner.reference=copy (or a snapshot folder)"))
+    sections = {"grpo": (("advantage", GroupAdvantageConfig()), ("step", StepAdvantageConfig())),
+                "ppo": (("ppo", PPOValueConfig()),)}
+    for objective, parts in sections.items():
+        for name, default in parts:
+            if objective != learner.objective and getattr(learner, name) != default:
+                out.append((f"learner.{name}", getattr(learner, name), f"only objective={objective} reads it and "
+                            f"learner.objective is {learner.objective!r}"))
+    if learner.sft is not None:
+        out.append(("learner.sft", learner.sft, "the RL learner has no SFT loss; set sft.action_weight / "
+                    "coordinate_factor / direct_fraction for the SFT stage"))
     from webrl.rollout.balanced import BalancedRolloutConfig
 
     balanced = config.rollout.balanced
     if not balanced.enabled and balanced != BalancedRolloutConfig():
         out.append(("rollout.balanced", balanced, "rollout.balanced.enabled is false; set it true or leave the "
                     "other rollout.balanced keys at their defaults"))
-    direct_fraction = config.sft.learner.sft.direct_fraction
-    if direct_fraction > 0 and not config.sft.data and not config.sft.demos_dir:
-        out.append(("sft.learner.sft.direct_fraction", direct_fraction, "recorded oracle demonstrations have no "
+    if config.sft.direct_fraction > 0 and not config.sft.data and not config.sft.demos_dir:
+        out.append(("sft.direct_fraction", config.sft.direct_fraction, "recorded oracle demonstrations have no "
                     "reasoning to strip; it acts on reasoning turns from sft.data or sft.demos_dir"))
-    from webrl.learner.consistency import ConsistencyConfig
-
-    if config.sft.learner.consistency != ConsistencyConfig():
-        out.append(("sft.learner.consistency", config.sft.learner.consistency, "demonstrations carry no rollout "
-                    "log-probs to check; set learner.consistency (the RL learner) instead"))
-    from webrl.learner.config import WeightSyncConfig
-
-    if config.sft.learner.weight_sync != WeightSyncConfig():
-        out.append(("sft.learner.weight_sync", config.sft.learner.weight_sync, "the SFT stage syncs no rollout "
-                    "weights; set learner.weight_sync (the RL learner) instead"))
     return out
 
 
@@ -464,18 +519,18 @@ def _check_dyna(config: WebRLConfig) -> None:
     dyna = config.dyna
     if not dyna.enabled:
         if dyna != DynaConfig():
-            raise ConfigError(f"dyna={dyna!r} has no effect: dyna.enabled is false; set dyna.enabled=true or leave "
-                              f"the other dyna keys at their defaults")
+            raise ConfigError(f"dyna={dyna!r} has no effect: dyna.every is 0 (off); set dyna.every (2: the paper's "
+                              f"alternation) or leave the other dyna keys at their defaults")
         return
     if config.learner.objective != "grpo":
-        raise ConfigError(f"dyna.enabled needs learner.objective=grpo (Dyna-GRPO's plain phase is GRPO and its "
+        raise ConfigError(f"dyna.every (Dyna-GRPO) needs learner.objective=grpo (Dyna-GRPO's plain phase is GRPO and its "
                           f"refinement advantages are group-relative), got "
                           f"learner.objective={config.learner.objective!r}")
     if config.rollout.mode != "sync":
-        raise ConfigError("dyna.enabled needs rollout.mode=sync: a SimRollout iteration replays and refines states of "
+        raise ConfigError("dyna.every (Dyna-GRPO) needs rollout.mode=sync: a SimRollout iteration replays and refines states of "
                           "the batch it just collected, which async collection does not hand over as one batch")
     if "cascade" in config.policy.wrappers and config.policy.cascade.head_turns == "exclude":
-        raise ConfigError("dyna.enabled with policy.cascade.head_turns=exclude: a refined action the heads decide "
+        raise ConfigError("dyna.every (Dyna-GRPO) with policy.cascade.head_turns=exclude: a refined action the heads decide "
                           "keeps no response ids, so there is nothing to train on the plain prompt; use "
                           "head_turns=generator_logprobs (the default) or leave cascade out of policy.wrappers")
 

@@ -17,7 +17,7 @@ Distributed weight updates (SGLang's `InitWeightsUpdateGroupReqInput` and
 `UpdateWeightsFromDistributedReqInput`, read in sgl-project/sglang io_struct.py at 001067ff; the
 receive side as its model runner's `update_weights_from_distributed` /
 `_update_bucketed_weights_from_distributed`): the server joins the learner's group as rank
-`rank_offset` (gloo only: this is the CPU backend) through `webrl.learner.weights`, and each
+`rank_offset` (gloo only: this is the CPU backend) through `webrl.learner.weight_broadcast`, and each
 update receives the tensors `names` / `dtypes` / `shapes` describe from rank 0, one broadcast per
 tensor (load_format null) or one flat uint8 bucket ("flattened_bucket"), then copies them in
 under the lock. Unlike the disk route, an update without `weight_version` keeps the version (as
@@ -93,7 +93,7 @@ class WeightUpdater:
 
     def init_weights_update_group(self, req: dict) -> dict:
         """Join the learner's broadcast group as rank `rank_offset` (blocks until it forms)."""
-        from webrl.learner.weights import GroupSetupError, WeightBroadcastGroup
+        from webrl.learner.weight_broadcast import GroupSetupError, WeightBroadcastGroup
 
         name = req.get("group_name") or "weight_update_group"
         try:
@@ -118,7 +118,8 @@ class WeightUpdater:
         """Receive `names` from rank 0 of the group, then copy them into the model in place."""
         import torch
 
-        from webrl.learner.weights import module_name, unflatten_bucket
+        from webrl.learner.weight_buckets import unflatten_bucket
+        from webrl.learner.weights import module_name
 
         name = req.get("group_name") or "weight_update_group"
         group = self.weight_groups.get(name)
@@ -204,7 +205,7 @@ def parse_init_group_request(body: bytes) -> dict:
 
 def parse_distributed_request(body: bytes) -> dict:
     """An `/update_weights_from_distributed` body; adds "specs" (`TensorSpec`s) for the receive."""
-    from webrl.learner.weights import TensorSpec, torch_dtype
+    from webrl.learner.weight_buckets import TensorSpec, torch_dtype
 
     obj = parse_body(body, "/update_weights_from_distributed", DISTRIBUTED_FIELDS)
     names, dtypes, shapes = obj.get("names"), obj.get("dtypes"), obj.get("shapes")

@@ -226,7 +226,7 @@ def generator_prompt(path, max_pixels: Optional[int] = None, default_max_pixels:
     return PromptConfig(**settings)
 
 
-def _parser() -> argparse.ArgumentParser:
+def heads_train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="webrl heads-train", description=__doc__.split("\n")[0])
     p.add_argument("--generator", required=True, help="generator checkpoint folder (stays frozen)")
     p.add_argument("--data", nargs="*", default=[], help="trajectory files/folders (load_trajectories)")
@@ -235,13 +235,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="held-out trajectory files/folders (e.g. test-split demos); replaces the random split")
     p.add_argument("--val-fraction", type=float, default=0.2, help="held-out share when --val-data is not given")
     p.add_argument("--out", default=None, help="heads folder (default: <generator>-heads)")
-    p.add_argument("--layer", type=int, default=-1)
-    p.add_argument("--query", default="last+goal")
+    p.add_argument("--layer", type=int, default=-1, help="hidden_states index the heads read (-1 = last layer)")
+    p.add_argument("--query", default="last+goal", help="prompt state: last, or last+goal (plus the goal tokens' mean)")
     p.add_argument("--query-prefix", default="", help='text fed before the query is read, e.g. "<tool_call>"')
-    p.add_argument("--target-features", default="visual")
-    p.add_argument("--epochs", type=int, default=60)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target-features", default="visual", help="element representation: visual, text or both")
+    p.add_argument("--epochs", type=int, default=60, help="passes over the training steps")
+    p.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate")
+    p.add_argument("--seed", type=int, default=0, help="seed of head initialisation, batch order and the split")
     p.add_argument("--max-pixels", type=int, default=None,
                    help="screenshot area bound (default: the generator's trained prompt, else 96*28*28)")
     return p
@@ -253,7 +253,7 @@ def heads_train_main(args: Optional[Sequence[str]] = None) -> dict:
     from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
     from webrl.policy.cascade.synthetic import chance_levels, make_steps
 
-    a = _parser().parse_args(args)
+    a = heads_train_parser().parse_args(args)
     hc = HeadsConfig(layer=a.layer, query=a.query, query_prefix=a.query_prefix, target_features=a.target_features)
     model, processor = load_model(a.generator)
     policy = GeneratorPolicy(model, processor, GeneratorConfig(prompt=generator_prompt(a.generator, a.max_pixels)))

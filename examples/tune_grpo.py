@@ -48,12 +48,12 @@ def main() -> int:
         "overrides": [*args.overrides, f"model.path={model}", "trainer.stages=[rl]",
                       "learner.reference=copy"],  # a KL term needs the frozen reference policy
         "learner.optim.lr": tune.loguniform(1e-5, 1e-3),
-        "learner.grpo.loss.kl_coef": tune.choice([0.0, 0.01, 0.05]),
-        "learner.grpo.loss.clip_eps_high": tune.choice([0.2, 0.28, 0.4]),
+        "learner.loss.kl_coef": tune.choice([0.0, 0.01, 0.05]),
+        "learner.loss.clip_eps_high": tune.choice([0.2, 0.28, 0.4]),
     }
     # logical CPUs: room for two trials' bundles (browsers and inference mostly wait on each other)
     trial_cpus = sum(b["CPU"] for b in WebRLTrainable.default_resource_request(param_space | {
-        "learner.optim.lr": 1e-4, "learner.grpo.loss.kl_coef": 0.0, "learner.grpo.loss.clip_eps_high": 0.28}).bundles)
+        "learner.optim.lr": 1e-4, "learner.loss.kl_coef": 0.0, "learner.loss.clip_eps_high": 0.28}).bundles)
     start_local_ray(max(os.cpu_count() or 2, int(2 * trial_cpus)), str(storage / "ray"))
     tuner = tune.Tuner(
         WebRLTrainable, param_space=param_space,

@@ -34,7 +34,6 @@ def world(tmp_path_factory):
     """The shipped checkpoint, a heads folder, a skill library, one EnvWorker and one `webrl serve`."""
     from tests.skills.test_guided import LIBRARY
     from webrl.chat.local import LocalChatEngine
-    from webrl.envs import EnvWorkerConfig
     from webrl.models import load_model
     from webrl.models.shipped import resolve_shipped
     from webrl.policy.cascade.heads import DecisionHeads, HeadsConfig, save_heads
@@ -52,7 +51,7 @@ def world(tmp_path_factory):
     server = ServerThread(create_app(LocalChatEngine(model, processor, "tiny"), ServeConfig(
         max_new_tokens=64, default_max_tokens=16, image_min_pixels=prompt.min_pixels,
         image_max_pixels=prompt.max_pixels))).start()
-    env = ThreadedWorker(EnvWorkerConfig(num_slots=1, env=base.env.env))
+    env = ThreadedWorker(dataclasses.replace(base.env, num_slots=1, threads=1))
     yield {"root": root, "path": path, "heads": heads_dir, "library": library, "server": server, "env": env}
     env.close()
     server.stop()
@@ -156,9 +155,9 @@ CORE_METRICS = {"iteration", "trajectories", "dropped", "env_steps", "samples", 
 def test_one_rl_iteration_of_every_stack_on_both_engines(world, engine, stack, objective):
     extra = overrides(world, engine, stack, threshold=0.0 if stack == "cascade" else 0.999)
     if objective == "ppo":
-        extra += ["learner.objective=ppo", "learner.value_head=true"]
+        extra += ["learner.objective=ppo"]
     else:  # equal rewards in the one group must not skip the update this test is about
-        extra += ["learner.grpo.advantage.filter_zero_variance=false"]
+        extra += ["learner.advantage.filter_zero_variance=false"]
     config, row, actors = run_one_iteration(world, f"{engine}-{stack}-{objective}", extra)
     assert CORE_METRICS <= set(row) and row["trajectories"] == 2 and row["dropped"] == 0
     assert row["samples"] >= 2 and row["policy_version"] == 1.0 and actors.synced == [1]
@@ -170,7 +169,7 @@ def test_one_rl_iteration_of_every_stack_on_both_engines(world, engine, stack, o
 
 @pytest.mark.parametrize("engine", ["transformers", "server"])
 def test_dyna_grpo_on_both_engines(world, engine):
-    extra = [*overrides(world, engine, "none"), "dyna.enabled=true", "dyna.every=1", "dyna.states_per_iteration=1",
+    extra = [*overrides(world, engine, "none"), "dyna.every=1", "dyna.states_per_iteration=1",
              "dyna.refine_advantage=joint_group"]
     _, row, _ = run_one_iteration(world, f"{engine}-dyna", extra)
     assert row["dyna/sim_iteration"] == 1.0 and row["dyna/states_simulated"] == 1.0

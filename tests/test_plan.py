@@ -13,8 +13,11 @@ import pytest
 import torch
 
 from webrl.config import ConfigError
-from webrl.run.plan import (GIB, PlanSettings, launch_fraction, layer_activation_bytes, learner_memory, load_plan_config,
-                        load_shapes, plan_main, plan_memory, rollout_memory, shapes_from_hf_config, zero_state_bytes)
+from webrl.cli import main as cli_main
+from webrl.run.memory import (GIB, layer_activation_bytes, learner_memory, load_shapes, rollout_memory, shapes_from_hf_config,
+                              zero_state_bytes)
+from webrl.run.plan import PlanSettings, launch_fraction, plan_memory
+from webrl.run.plan_report import load_plan_config, plan_main
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "qwen3_vl_4b_config.json")
 PRESET = "online_mind2web_qwen3vl_4b"
@@ -192,14 +195,14 @@ def test_placement_refusal_and_cluster_file(tmp_path):
 
 
 def test_plan_main_prints_and_returns_the_verdict(capsys):
-    assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.prompt_tokens=4096"]) == 0
+    assert cli_main(["plan", "--config", PRESET, f"plan.model={FIXTURE}", "plan.prompt_tokens=4096"]) == 0
     out = capsys.readouterr().out
     assert "learner rank" in out and "KV cache" in out and "\nFITS: learner GPU 33.1 of 78.0 GiB" in out
     # weights 8.27 GiB + one row of 4096 + 1024 tokens' KV (147456 * 5120 bytes, 0.70 GiB) in a 64 GiB pool
     assert "rollout GPU 9.0 of 64.0 GiB" in out and "holds all 60 rows in flight at once" in out
     # 16 GB GPUs: neither a learner rank (33.1 GiB of 14 usable) nor a server's weights and one
     # 32k-token row (12.9 GiB) in its pool of 0.8 x 16 = 12.8 GiB fits
-    assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.gpu_memory_gb=16"]) == 1
+    assert cli_main(["plan", "--config", PRESET, f"plan.model={FIXTURE}", "plan.gpu_memory_gb=16"]) == 1
     out = capsys.readouterr().out
     assert "WARNING: a learner GPU" in out and "WARNING: a rollout inference GPU needs 12.9 GiB of 12.8" in out
 
@@ -222,17 +225,17 @@ def test_wrong_model_type_is_refused():
 
 
 def test_config_instance_route_and_keys(capsys):
-    from webrl.run import plan as plan_module
+    from webrl.run import plan_report
     from webrl.config import load_config
     from webrl.run.config import WebRLConfig
 
-    schema = plan_module.PlanCommandConfig  # what webrl.cli's COMMANDS entry would name
+    schema = plan_report.PlanCommandConfig  # what webrl.cli's COMMANDS entry names
     assert issubclass(schema, WebRLConfig)
     config = load_config(schema, None, ["plan.gpus_per_node=0"])  # the CPU default: tiny pointer model
     assert plan_main(config) == 0  # no GPUs asked for, none to overfill
     out = capsys.readouterr().out
     assert "qwen2.5-vl" in out and "FITS (no GPUs asked for" in out
-    assert plan_main(["--keys"]) == 0
+    assert cli_main(["plan", "--keys"]) == 0
     assert "plan.gpu_memory_gb (float, default 80.0)" in capsys.readouterr().out
 
 
@@ -307,10 +310,10 @@ def test_plan_prints_the_engines_and_what_each_wrapper_adds(capsys, tmp_path):
 
     heads = str(save_heads(DecisionHeads(8, HeadsConfig()), tmp_path / "heads"))
     library = str(LIBRARY.save(tmp_path / "skills"))
-    assert plan_main(["--config", PRESET, f"plan.model={FIXTURE}", "plan.prompt_tokens=4096",
-                      "policy.wrappers=[skills,loci,cascade]", f"policy.cascade.heads_dir={heads}",
-                      f"policy.skills.library_dir={library}",
-                      "policy.loci.max_rounds=2", "policy.loci.retries=1"]) == 0
+    assert cli_main(["plan", "--config", PRESET, f"plan.model={FIXTURE}", "plan.prompt_tokens=4096",
+                     "policy.wrappers=[skills,loci,cascade]", f"policy.cascade.heads_dir={heads}",
+                     f"policy.skills.library_dir={library}",
+                     "policy.loci.max_rounds=2", "policy.loci.retries=1"]) == 0
     out = capsys.readouterr().out
     assert "capability" in out and "rollout.engine=transformers | rollout.engine=server" in out
     # heads at H=2560, d=128, query last+goal (5120), visual element features (2560), K=9 kinds:

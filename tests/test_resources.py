@@ -12,7 +12,7 @@ from webrl.run.resources import (ResourceError, check_resources, placement_refus
 from webrl.run.config import ResourcesConfig, WebRLConfig, bundle_layout, run_layout
 
 PRESET_4B = ("online_mind2web_qwen3vl_4b", ["tasks.file=/x.json", "model.path=/m",
-                                            "reward.openai.base_url=http://127.0.0.1:1/v1"])
+                                            "reward.base_url=http://127.0.0.1:1/v1"])
 EIGHT_GPU_NODE = [{"node": "10.0.0.1", "CPU": 96.0, "GPU": 8.0}]
 
 

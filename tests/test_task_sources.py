@@ -11,7 +11,8 @@ def test_sandbox_eval_split_draws_held_out_tasks_over_test_or_train_entities():
     import numpy as np
 
     from webrl.config import ConfigError
-    from webrl.run.tasks import draw_tasks, task_sources
+    from webrl.envs.task import draw_tasks
+    from webrl.run.tasks import task_sources
 
     for split in ("test", "train"):
         train, held_out = task_sources(load_config(WebRLConfig, "smoke", [f"tasks.eval_split={split}"]).tasks)
@@ -25,7 +26,8 @@ def test_sandbox_eval_split_draws_held_out_tasks_over_test_or_train_entities():
 def test_tasks_kinds_filter_training_and_evaluation_and_name_the_allowed_kinds():
     import numpy as np
 
-    from webrl.run.tasks import draw_tasks, task_sources
+    from webrl.envs.task import draw_tasks
+    from webrl.run.tasks import task_sources
 
     cfg = load_config(WebRLConfig, "smoke", ["tasks.kinds=[click_link,slider]", "tasks.train_levels=[0,1]"])
     train, held_out = task_sources(cfg.tasks)  # slider is a level-1 kind: evaluation (level 0) keeps click_link
@@ -45,7 +47,8 @@ def test_task_sources_file_and_registered_env(tmp_path):
     from ray.tune.registry import register_env
 
     from webrl.envs import WebEnv
-    from webrl.run.tasks import draw_tasks, task_sources
+    from webrl.envs.task import draw_tasks
+    from webrl.run.tasks import task_sources
 
     rows = [{"task_id": f"t{i}", "confirmed_task": f"goal {i}", "website": "https://example.com/"} for i in range(3)]
     (tmp_path / "tasks.json").write_text(json.dumps(rows))
@@ -77,7 +80,8 @@ def test_a_synth_tasks_file_is_a_task_source_and_evaluation_takes_each_task_once
     import numpy as np
 
     from webrl.synth.tasks import SynthTask, write_tasks
-    from webrl.run.tasks import draw_tasks, task_sources
+    from webrl.envs.task import draw_tasks
+    from webrl.run.tasks import task_sources
 
     site = "http://127.0.0.1:9000"
     write_tasks(tmp_path / "tasks.jsonl", [

@@ -166,7 +166,7 @@ def test_records_built_in_code_are_checked_too():
 
 
 def test_config_keys_naming_info_fields_are_checked():
-    check_info_field("reward.programmatic.info_key", "task_reward")
-    with pytest.raises(ValueError, match=r"reward.programmatic.info_key must name a Trajectory.info field, "
+    check_info_field("ProgrammaticRewardConfig.info_key", "task_reward")
+    with pytest.raises(ValueError, match=r"ProgrammaticRewardConfig.info_key must name a Trajectory.info field, "
                                          r"got 'checker'; allowed: \['site', 'level'"):
-        check_info_field("reward.programmatic.info_key", "checker")
+        check_info_field("ProgrammaticRewardConfig.info_key", "checker")

@@ -75,7 +75,7 @@ def test_actors_start_in_a_placement_group_handed_in(ray_cluster, tiny_qwen25vl_
     assert (layout.learner, layout.inference, layout.env) == (1, 2, 4)
     pg = placement_group(layout.bundles, strategy="PACK")
     ray.get(pg.ready(), timeout=60)
-    envs = start_env_workers({"num_slots": 1, "env": {"browser": {"viewport": "640x480"}}}, 1,
+    envs = start_env_workers({"num_slots": 1, "viewport": "640x480"}, 1,
                              cpus_per_worker=0.5, placement_group=pg, bundle_offset=layout.env)
     inference = start_inference_workers(_factory(tiny_qwen25vl_path), None, 1, cpus_per_worker=0.25,
                                         placement_group=pg, bundle_offset=layout.inference)

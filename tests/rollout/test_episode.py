@@ -12,8 +12,8 @@ from webrl.envs.task import BaseTask, TaskSpec
 from webrl.envs.worker import EnvStepResult
 from webrl.policy.types import Decision, DecisionStats, MarkedObservation
 from webrl.rollout.coordinator import run_coroutine
-from webrl.rollout.episode import (Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, PolicyAgent, run_episode,
-                                   run_episode_async)
+from webrl.rollout.agents import PolicyAgent
+from webrl.rollout.episode import Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, run_episode, run_episode_async
 from webrl.types import Turn
 
 def _png() -> bytes:

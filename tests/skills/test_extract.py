@@ -4,7 +4,7 @@ import pytest
 
 from webrl.actions import Action
 from webrl.skills import ExtractionConfig, Skill, SkillParam, SkillStep, Target, extract_skills
-from webrl.skills.extract import page_kind, robust_steps
+from webrl.skills.steps import page_kind, robust_steps
 from webrl.types import Trajectory, TrajectoryInfo, Turn, TurnObservation
 
 BOX = [0, 0, 10, 10]

@@ -33,8 +33,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from webrl.policy.types import PolicyRequest
 from webrl.rollout.balanced import BalancedRolloutConfig
-from webrl.rollout.episode import (Decide, Episode, EpisodeInfraError, EpisodeSpec, run_episode_async,
-                                  slot_env_call)
+from webrl.rollout.episode import Decide, Episode, EpisodeInfraError, EpisodeSpec, run_episode_async
+from webrl.rollout.slots import slot_env_call
 from webrl.rollout.progress import LOG_IMAGES, log_fraction
 from webrl.rollout.server_config import ServerConfig
 from webrl.types import Trajectory, TrajectoryInfo

@@ -4,6 +4,8 @@
     episode = run_episode(spec, GymSlot(env), PolicyAgent(policy))            # in process, sync
     episode = await run_episode_async(spec, env_call, decide)                  # the coordinator's way
 
+Env slots are in `webrl.rollout.slots`, in-process agents in `webrl.rollout.agents`.
+
 `episode_steps(spec)` is the episode itself, written once and free of I/O: a generator that
 yields what it needs (`Reset(task)`, `Step(action)`, `Decide(request, result)`) and is sent the
 answers (an `EnvStepResult`; a `Decided`, or `EndEpisode` when the agent ends the episode). Two
@@ -352,83 +354,3 @@ async def run_episode_async(spec: EpisodeSpec, env_call: Callable[[Union[Reset, 
                 answer = end
         else:
             answer = await env_call(call)
-
-
-# -- in-process envs and agents -------------------------------------------------------------------
-class GymSlot:
-    """An in-process Gymnasium web env (`WebEnv`) as an episode's env: reset(task) / step(action)
-    -> `EnvStepResult` with the screenshot as PNG bytes, exactly as an `EnvWorker` returns it."""
-
-    def __init__(self, env: Any, png_compress_level: int = 1, include_raw_screenshot: bool = True):
-        from webrl.envs.worker import pack_result
-
-        self.env, self._pack = env, pack_result
-        self.png_compress_level, self.include_raw_screenshot = png_compress_level, include_raw_screenshot
-
-    def reset(self, task: Any) -> Any:
-        obs, info = self.env.reset(options={"task": task})
-        return self._pack(0, obs, 0.0, False, False, info, self.png_compress_level, self.include_raw_screenshot)
-
-    def step(self, action: Any) -> Any:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        return self._pack(0, obs, reward, terminated, truncated, info, self.png_compress_level,
-                          self.include_raw_screenshot)
-
-
-class WorkerSlot:
-    """Slot `index` of an in-process `EnvWorker` as an episode's env."""
-
-    def __init__(self, worker: Any, index: int):
-        self.worker, self.index = worker, index
-
-    def reset(self, task: Any) -> Any:
-        return self.worker.reset(self.index, None, {"task": task})
-
-    def step(self, action: Any) -> Any:
-        return self.worker.step(self.index, action)
-
-
-class PolicyAgent:
-    """A `Policy` as a sync agent: one `act` call per decision, stamped `version`."""
-
-    def __init__(self, policy: Any, version: int = -1):
-        self.policy, self.version = policy, version
-
-    def __call__(self, request: PolicyRequest, result: Any) -> Decided:
-        return Decided(self.policy.act([request])[0], self.version)
-
-
-def action_decision(action: Union[Action, ParseError], observation: Observation, text: str = "") -> Decision:
-    """A decision without model tokens (an oracle's, a plan's, a script's): the action, its text
-    (the compact grammar unless `text` is given) and the screenshot it was decided on."""
-    if isinstance(action, ParseError):
-        return Decision(parsed=action, response_text=text or action.text)
-    images = [observation.screenshot] if observation.screenshot is not None else []
-    return Decision(parsed=action, response_text=text if text else action.to_compact(), images=images)
-
-
-class OracleAgent:
-    """The task's scripted oracle as a sync agent (it sees `oracle_view`: the env's observation
-    and element list, never hidden state); `stop()` when it has no action. `record_images=False`
-    keeps the screenshot out of the turn (text-only demonstrations)."""
-
-    def __init__(self, task: Any, record_images: bool = True):
-        self.task, self.record_images = task, record_images
-
-    def __call__(self, request: PolicyRequest, result: Any) -> Decided:
-        from webrl.envs.observation import oracle_view
-
-        action = self.task.oracle_action(oracle_view(result.observation, result.info)) or Action.stop()
-        observation = request.observation if self.record_images else dataclasses.replace(
-            request.observation, screenshot=None)
-        return Decided(action_decision(action, observation), -1, "oracle")
-
-
-def slot_env_call(call_target: Callable[..., Awaitable[Any]], worker: Any, index: int):
-    """`run_episode_async`'s env for slot `index` of an `EnvWorker` handle (a Ray actor or a
-    plain object with async methods), each call through `call_target(worker, method, *args)`."""
-    async def env_call(call: Union[Reset, Step]) -> Any:
-        if isinstance(call, Reset):
-            return await call_target(worker, "reset", index, None, {"task": call.task})
-        return await call_target(worker, "step", index, call.action)
-    return env_call

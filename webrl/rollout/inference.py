@@ -7,7 +7,7 @@ runs in the middle of a batch (one lock orders them), so a decision's version is
 
 Weights arrive three ways: a state dict or learner `WeightUpdate` from Ray's object store
 (`set_weights`), a broadcast from the learner's rank 0 in a group this worker joined
-(`join_weight_group` once, then `receive_weights` per sync; `webrl.learner.weights`), or a
+(`join_weight_group` once, then `receive_weights` per sync; `webrl.learner.weight_broadcast`), or a
 checkpoint folder a server engine loads itself.
 
 The engine is whatever implements `Engine` (`act` + `load_weights`): the transformers
@@ -155,9 +155,9 @@ class InferenceWorker:
     def join_weight_group(self, master_address: str, master_port: int, rank: int, world_size: int, backend: str,
                           group_name: str, timeout_s: float, specs: Sequence[Any], bucket_bytes: int) -> None:
         """Join the learner's weight-broadcast group as `rank` (blocks until it forms, or raises
-        `webrl.learner.weights.GroupSetupError` after `timeout_s`); `specs` / `bucket_bytes`:
+        `webrl.learner.weight_broadcast.GroupSetupError` after `timeout_s`); `specs` / `bucket_bytes`:
         what every later broadcast carries (`learner.weight_sync.mode=collective`)."""
-        from webrl.learner.weights import WeightBroadcastGroup
+        from webrl.learner.weight_broadcast import WeightBroadcastGroup
 
         self._weight_group = WeightBroadcastGroup.join(master_address, master_port, rank, world_size,
                                                        backend=backend, group_name=group_name, timeout_s=timeout_s)
@@ -166,7 +166,7 @@ class InferenceWorker:
     def receive_weights(self, version: int) -> int:
         """Receive one broadcast bucket by bucket into the engine (`load_weights` per bucket),
         then take `version`. The header rank 0 sends first must carry the same version and sizes."""
-        from webrl.learner.weights import header_of
+        from webrl.learner.weight_buckets import header_of
 
         group = getattr(self, "_weight_group", None)
         if group is None:

@@ -36,11 +36,14 @@ def bundle_strategy(placement_group: Any, bundle_index: int) -> dict[str, Any]:
 
 
 def start_env_workers(env_config: Any, num_workers: int, *, cpus_per_worker: float = 1.0, tasks: Any = None,
-                      max_restarts: int = 3, placement_group: Any = None, bundle_offset: int = 0) -> list[Any]:
-    """`num_workers` EnvWorker actors; worker i in bundle `bundle_offset + i` when a group is given."""
+                      max_restarts: int = 3, placement_group: Any = None, bundle_offset: int = 0,
+                      include_raw_screenshot: bool = False) -> list[Any]:
+    """`num_workers` EnvWorker actors; worker i in bundle `bundle_offset + i` when a group is given
+    (`include_raw_screenshot`: they also return the screenshot without Set-of-Mark boxes)."""
     from webrl.envs.worker import make_env_worker_actor
 
     return [make_env_worker_actor(env_config, tasks, num_cpus=cpus_per_worker, max_restarts=max_restarts,
+                                  include_raw_screenshot=include_raw_screenshot,
                                   **bundle_strategy(placement_group, bundle_offset + i))
             for i in range(num_workers)]
 

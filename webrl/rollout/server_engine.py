@@ -260,7 +260,7 @@ def _num_layers(model_config: Any) -> Optional[int]:
 
 class ServerEngine(GeneratorEngine):
     """The run's policy stack over a `ServerBackend`; weights reach the servers as a folder path
-    (`load_weights`) or by broadcast (`webrl.learner.weights.ServerTargets`, then `note_weights`)."""
+    (`load_weights`) or by broadcast (`webrl.learner.weight_broadcast.ServerTargets`, then `note_weights`)."""
 
     def __init__(self, urls: Sequence[str], processor: Any, generator: Optional[GeneratorConfig] = None,
                  family: str = "qwen2.5-vl", timeout_s: float = 300.0, max_concurrency: int = 16,

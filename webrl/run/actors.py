@@ -117,7 +117,8 @@ class RunActors:
 
         res = self.config.resources
         workers = start_env_workers(self.config.env, res.num_env_workers, cpus_per_worker=res.cpus_per_env_worker,
-                                    placement_group=self.placement_group, bundle_offset=self.layout.env)
+                                    placement_group=self.placement_group, bundle_offset=self.layout.env,
+                                    include_raw_screenshot=self.config.rollout.screenshot == "raw")
         self.env_workers += workers
         self._starting += [("an env worker", w) for w in workers]
         return [(w, i) for w in workers for i in range(self.config.env.num_slots)]
@@ -267,7 +268,7 @@ class RunActors:
     def _weight_group_for(self, learner: Any, cfg: Any) -> Any:
         """Form the broadcast group of `learner`'s rank 0 and the receivers once (again for a new
         learner); returns the servers' `ServerTargets`, or None for in-process receivers."""
-        from webrl.learner.weights import ServerTargets
+        from webrl.learner.weight_broadcast import ServerTargets
 
         if self._weight_group is not None and self._weight_group[0] is learner:
             return self._weight_group[1]

@@ -23,8 +23,9 @@ from typing import Any, Callable, Optional
 from webrl.evaluation.evaluator import Evaluator
 from webrl.reward import build_reward, score_trajectories
 from webrl.rollout import ProgressBar, RolloutCoordinator, TrajectoryLog
-from webrl.envs.task import draw_tasks, task_rng, task_sources
+from webrl.envs.task import draw_tasks, task_rng
 from webrl.run.config import WebRLConfig
+from webrl.run.tasks import task_sources
 
 
 @dataclass

@@ -10,7 +10,9 @@
 The pieces it composes, each readable on its own: `RunActors` (Ray and every actor),
 `RolloutCoordinator` (episodes over env slots and inference workers), `webrl.reward` (checker or
 judge), `webrl.learner.credit.trajectories_to_samples` (the pure advantage stage), `LearnerGroup`
-(DeepSpeed), `Evaluator` (held-out success and the per-task outcome log), `webrl.recipes.sft`.
+(DeepSpeed), `Evaluator` (held-out success and the per-task outcome log), `webrl.recipes.sft`;
+the iteration's own pieces (task draw, Dyna's SimRollout phase, collection metrics) are in
+`webrl.run.iteration`, the run folder's (initial model, resume checkpoint, viewer) in `webrl.run.folder`.
 
 Everything lands in the run folder: `config.yaml`, `metrics.jsonl`, `tb/`, `trajectories/` (the
 viewer's log), `viewer/index.html`, `eval_outcomes.jsonl`, `checkpoints/step-N/` (with `hf/`,
@@ -30,25 +32,22 @@ learning rate is 2e-4 (docs/LEARNING.md: RL moved a tiny model the right way onl
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-from webrl.run.actors import RunActors
 from webrl.config import to_yaml
 from webrl.learner.credit import trajectories_to_samples
-from webrl.evaluation.summary import export_om2w, success_table, summarize
-from webrl.evaluation.evaluator import sampled_line
 from webrl.recipes.sft import sft_stage
 from webrl.reward import reward_metrics, score_trajectories
-from webrl.rollout.balanced import (SuccessEstimates, family_key, informative_groups, plan_metrics, plan_rollouts,
-                                    update_estimates)
-from webrl.rollout.dyna import SimRollout, alongside, choose_states, refined_samples, with_plain_logprobs
+from webrl.rollout.balanced import SuccessEstimates, update_estimates
+from webrl.rollout.dyna import alongside
+from webrl.run.actors import RunActors
+from webrl.run.config import WebRLConfig, learner_run, sft_learners
+from webrl.run.folder import initial_model, report_evaluation, resolve_run_dir, resume_checkpoint, show_viewer
+from webrl.run.iteration import collect_metrics, draw_iteration, sim_rollout, success_threshold
 from webrl.run.log import RunLog
 from webrl.run.parts import RunParts, start_parts
-from webrl.envs.task import draw_tasks, task_rng
-from webrl.run.config import WebRLConfig, learner_run
 
 
 class Trainer:
@@ -79,7 +78,7 @@ class Trainer:
                     self.save(self.run_dir / "checkpoints" / f"step-{self.iteration:08d}")
             at, metrics = self._last_eval
             after = metrics if at == (self.iteration, self.learner.policy_version) else self.evaluate("after")
-            self._view()
+            show_viewer(self.run_dir)
             before = None if resumed else self.before
             print(self.log.before_after(before, after))
             print(f"run folder: {self.run_dir}")
@@ -96,11 +95,15 @@ class Trainer:
             self.before = self.evaluate("before")
         sft = "sft" in cfg.trainer.stages and not cfg.run.resume
         if sft:
-            self.model_path = sft_stage(cfg, self.run_dir, self.model_path, self.actors, self.log)
+            self.model_path = sft_stage(cfg, self.run_dir, self.model_path, self.actors, self.log,
+                                        sft_learners(cfg, self.model_path))
         self.learner = self.actors.start_learner(
             cfg.learner, learner_run(cfg, self.model_path, temperature=cfg.generator.sampling.temperature))
         if cfg.run.resume:
-            self._resume()
+            latest = resume_checkpoint(self.run_dir)
+            self.load(latest)
+            print(f"webrl: resumed from {latest} (iteration {self.iteration}, "
+                  f"policy version {self.learner.policy_version})")
         elif sft:  # the inference workers started from the pre-SFT weights
             self.actors.sync_weights(self.learner, 0)
         return cfg.run.resume
@@ -113,66 +116,30 @@ class Trainer:
             trajectories, stats = parts.collector.next_batch(version, cfg.tasks.tasks_per_iteration, self.iteration)
             tasks, planned = [], {}
         else:
-            tasks, sizes, planned = self._draw()
+            tasks, sizes, planned = draw_iteration(cfg, parts.train_source, self.estimates, self.iteration)
             trajectories, stats = parts.coordinator.collect(tasks, self.iteration, sizes)
         t_collect = time.monotonic() - t0
         rewards = reward_metrics(score_trajectories(parts.reward_fn, trajectories))
         if cfg.rollout.balanced.enabled:
             update_estimates(self.estimates, trajectories, success_threshold(cfg))
-        informative = informative_groups(trajectories)
         sim = cfg.dyna.is_sim_iteration(self.iteration)  # Dyna-GRPO: refine with the real future states
         samples, credit = ([], {}) if sim and not cfg.dyna.train_collected else trajectories_to_samples(
             trajectories, cfg.learner.objective, cfg.learner.objective_config)
         if sim:
-            refined, dyna_metrics = self._sim_rollout(tasks, trajectories)
+            refined, dyna_metrics = sim_rollout(cfg, parts, self.learner, tasks, trajectories, self.iteration)
             samples, credit = alongside(samples, refined), {**credit, **dyna_metrics}
         t1 = time.monotonic()
         learn = self.learner.update(samples) if samples else {"skipped_update": 1.0}
         self.actors.sync_weights(self.learner, self.learner.policy_version)
         self.iteration += 1
-        metrics = {"iteration": self.iteration, **credit, **rewards, **learn, **planned,
-                   "informative_groups": float(informative),
-                   "informative_groups_per_min": informative / max(t_collect / 60.0, 1e-9),
-                   "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
-                   "env_steps_per_s": stats.steps_per_s, "samples": len(samples),
-                   "log_bytes": stats.log_bytes, "prompt_tokens": stats.prompt_tokens,
-                   "cached_prompt_tokens": stats.cached_tokens,
-                   "time_collect_s": t_collect, "time_update_s": time.monotonic() - t1,
-                   "staleness": staleness(trajectories, version), "stale": stats.stale,
+        metrics = {"iteration": self.iteration, **credit, **rewards, **learn, **planned, "samples": len(samples),
+                   **collect_metrics(trajectories, stats, version, t_collect), "time_update_s": time.monotonic() - t1,
                    **{f"weight_sync/{k}": v for k, v in getattr(self.actors, "last_sync", {}).items()}}
         if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
             evaluated = self.evaluate(f"iteration {self.iteration}")
             metrics.update({f"eval_{k}": v for k, v in evaluated.items() if isinstance(v, float)})
         self.log(metrics)
         return metrics
-
-    def _sim_rollout(self, tasks: list, trajectories: list) -> tuple[list, dict[str, float]]:
-        """Dyna-GRPO's SimRollout phase (`webrl.rollout.dyna`): refine states of the collected
-        trajectories with the real future states their responses led to, run and score the refined
-        episodes, and return the refined responses as samples on the plain prompts (advantage A',
-        old log-probs recomputed by the learner on those prompts) with the phase's metrics."""
-        cfg, t0 = self.config, time.monotonic()
-        rng = random.Random(f"dyna:{cfg.run.seed}:{self.iteration}")  # depends only on (seed, iteration), as draws do
-        states = choose_states(trajectories, cfg.dyna.states_per_iteration, rng)
-        simulated = SimRollout(self.parts.coordinator, cfg.dyna).run(
-            {task.spec.id: task for task in tasks}, trajectories, states, cfg.rollout.horizon(self.iteration))
-        score_trajectories(self.parts.reward_fn, [episode for state in simulated for episode in state.refined])
-        samples, metrics = refined_samples(simulated, trajectories, cfg.dyna, success_threshold(cfg))
-        samples = with_plain_logprobs(samples, self.learner)
-        return samples, {"dyna/sim_iteration": 1.0, **metrics, "dyna/time_s": time.monotonic() - t0}
-
-    def _draw(self) -> tuple[list, Optional[list[int]], dict[str, float]]:
-        """This iteration's tasks, their group sizes (None: rollout.group_size each) and the
-        plan's metrics. The draw depends only on (seed, iteration) and, with balanced rollout,
-        on the success estimates, which checkpoints keep: a resumed run draws the same."""
-        cfg = self.config
-        rng, n, balanced = task_rng(cfg.run.seed, "rl", self.iteration), cfg.tasks.tasks_per_iteration, cfg.rollout.balanced
-        if not balanced.enabled:
-            return draw_tasks(self.parts.train_source, rng, n), None, {}
-        candidates = draw_tasks(self.parts.train_source, rng, n * balanced.candidate_factor)
-        keys = [family_key(task.spec.id) for task in candidates]
-        plan = plan_rollouts(keys, self.estimates, n * cfg.rollout.group_size, balanced)
-        return [candidates[i] for i, _ in plan], [size for _, size in plan], plan_metrics(keys, self.estimates, plan)
 
     def evaluate(self, label: str) -> dict[str, Any]:
         """Held-out success now (greedy, and sampled with eval.samples_per_task); {} with no eval tasks."""
@@ -187,7 +154,8 @@ class Trainer:
         """Only the SFT stage: demonstrations -> SFT learner -> checkpoint; returns its HF folder."""
         try:
             self.start_actors(rollout=False, evaluation=False)
-            path = sft_stage(self.config, self.run_dir, self.model_path, self.actors, self.log)
+            path = sft_stage(self.config, self.run_dir, self.model_path, self.actors, self.log,
+                             sft_learners(self.config, self.model_path))
             print(f"SFT checkpoint (Hugging Face folder): {path}")
             return path
         finally:
@@ -200,15 +168,8 @@ class Trainer:
         try:
             self.start_actors(rollout=False)
             result = self.parts.evaluator.evaluate("eval", self.iteration)
-            summary = summarize(result.tasks, result.trajectories)
-            print(success_table(summary))
-            line = sampled_line(result.metrics, cfg.generator.sampling.temperature, cfg.eval.samples_per_task)
-            if line:
-                print(line)
-            if cfg.eval.export_om2w:
-                folders = export_om2w(result.trajectories, self.run_dir / "om2w")
-                print(f"Online-Mind2Web results: {len(folders)} task folders in {self.run_dir / 'om2w'}")
-            self._view()
+            summary = report_evaluation(cfg, result, self.run_dir)
+            show_viewer(self.run_dir)
             print(f"run folder: {self.run_dir}")
             return summary
         finally:
@@ -233,15 +194,6 @@ class Trainer:
             self.estimates.counts = SuccessEstimates.from_state(state["success_estimates"]).counts
         self.actors.sync_weights(self.learner, self.learner.policy_version)
 
-    def _resume(self) -> None:
-        from webrl.learner.checkpoint import latest_checkpoint
-
-        latest = latest_checkpoint(self.run_dir / "checkpoints")
-        if latest is None:
-            raise FileNotFoundError(f"run.resume=true but {self.run_dir / 'checkpoints'} holds no checkpoint")
-        self.load(latest)
-        print(f"webrl: resumed from {latest} (iteration {self.iteration}, policy version {self.learner.policy_version})")
-
     # -- start-up and shutdown -----------------------------------------------------------------
     def start_actors(self, rollout: bool, evaluation: bool = True) -> None:
         """Run folder, model, Ray and the log; then (evaluation) the rollout side (`start_parts`)."""
@@ -250,17 +202,9 @@ class Trainer:
         (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.model_path = initial_model(cfg, self.run_dir)
         self.actors.start_ray("train" if rollout else "eval" if evaluation else "sft")
-        self.log = RunLog(self.run_dir, cfg.trainer.log_every, config=cfg)
+        self.log = RunLog(self.run_dir, config=cfg)
         if evaluation:
             self.parts = start_parts(cfg, self.actors, self.model_path, self.run_dir, self.log, rollout, self.iteration)
-
-    def _view(self) -> None:
-        from webrl.rollout import view_run
-
-        try:
-            print(f"trajectory viewer: {view_run(self.run_dir)}")
-        except FileNotFoundError:
-            pass
 
     def close(self) -> None:
         if self.parts is not None and self.parts.collector is not None:
@@ -270,53 +214,3 @@ class Trainer:
         self.learner = None
         if self.log is not None:
             self.log.close()
-
-
-def resolve_run_dir(config: WebRLConfig) -> Path:
-    """run.run_dir, or a new `<output_dir>/<name>-<time>` folder."""
-    if config.run.run_dir:
-        return Path(config.run.run_dir).resolve()
-    if config.run.resume:
-        raise ValueError("run.resume=true needs run.run_dir (the folder of the run to continue)")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return (Path(config.run.output_dir) / f"{config.run.name}-{stamp}").resolve()
-
-
-def initial_model(config: WebRLConfig, run_dir: Path) -> str:
-    """model.path (a checkpoint folder's hf/ if given one), else a tiny random-init model made
-    once in `<run>/model-init`. A prompt that differs from the checkpoint's is warned about."""
-    from webrl.evaluation.summary import resolve_checkpoint
-
-    m = config.model
-    if m.path:
-        from webrl.policy.trained_prompt import check_prompt_matches
-
-        path = resolve_checkpoint(m.path)
-        try:
-            check_prompt_matches(path, config.generator.prompt)
-        except ValueError as e:
-            print(f"webrl: warning: {e}")
-        return path
-    from webrl.models import tiny_model
-    from webrl.models.corpus import corpus_lines
-
-    out = run_dir / "model-init"
-    if (out / "config.json").exists():
-        return str(out)
-    return str(tiny_model(m.family, corpus=corpus_lines(m.tiny_corpus, config.run.seed), out_dir=out,
-                          seed=config.run.seed, hidden=m.tiny_hidden, layers=m.tiny_layers, vocab_size=m.tiny_vocab,
-                          element_tokens=m.tiny_element_tokens))
-
-
-def success_threshold(config: WebRLConfig) -> float:
-    """The reward counted as a success: the GRPO advantage config's, else credit's PPO one."""
-    from webrl.learner.credit import SUCCESS_THRESHOLD
-
-    advantage = getattr(config.learner.objective_config, "advantage", None)
-    return advantage.success_threshold if advantage is not None else SUCCESS_THRESHOLD
-
-
-def staleness(trajectories, version: int) -> float:
-    """Most policy versions any collected turn lags behind `version` (0 in sync mode)."""
-    versions = [t.policy_version for traj in trajectories for t in traj.turns if t.policy_version >= 0]
-    return float(max((version - v for v in versions), default=0))

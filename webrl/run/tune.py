@@ -3,7 +3,7 @@
 A trial's config is a preset plus dotted keys, the same mechanism as the command line::
 
     {"preset": "default", "overrides": ["trainer.stages=[rl]"],
-     "learner.optim.lr": tune.loguniform(1e-5, 1e-3), "learner.grpo.loss.kl_coef": tune.choice([0.0, 0.01])}
+     "learner.optim.lr": tune.loguniform(1e-5, 1e-3), "learner.loss.kl_coef": tune.choice([0.0, 0.01])}
 
 Each Tune iteration (`step`) is one RL iteration (collect -> reward -> advantages -> update ->
 sync); its metrics are the trainer's (`reward/mean`, `reward/success_rate`, `kl`, ...; with

@@ -3,6 +3,8 @@
     skill.py      Skill / SkillStep / Target / SkillLibrary: skills as data, JSON files, resolution of
                   a step's target against a page's element list
     extract.py    extract_skills: successful trajectories -> mined, abstracted, validated skills
+    steps.py      robust steps (RawStep, robust_steps) and page kinds, extraction's input
+    abstract.py   a mined window's occurrences -> one parameterised Skill; matching a skill back
     graph.py      SkillGraph: skills indexed by the page kinds they start on and lead to; retrieve()
     guided.py     SkillGuidedPolicy / SkillsConfig: the "skills" policy wrapper (guided mode)
     commands.py   `webrl skills extract` (SkillsCommandConfig, skills_main) and WebEnvReplay

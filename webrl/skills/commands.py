@@ -30,8 +30,9 @@ from typing import Any, Mapping, Optional
 
 from webrl.actions import Action
 from webrl.config import ConfigError
-from webrl.rollout.episode import (Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, GymSlot, action_decision,
-                                   run_episode)
+from webrl.rollout.agents import action_decision
+from webrl.rollout.episode import Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, run_episode
+from webrl.rollout.slots import GymSlot
 from webrl.envs.skills import Skill, resolve_target, url_matches
 
 __all__ = ["SkillsCommandConfig", "WebEnvReplay", "extract_to_folder", "load_source", "sandbox_task", "skills_main"]

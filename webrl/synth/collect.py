@@ -35,7 +35,8 @@ from typing import Any, Optional
 from webrl.actions import Action, ParseError
 from webrl.envs.task import origin
 from webrl.policy.types import Decision, Observation
-from webrl.rollout.episode import Decided, EndEpisode, Episode, EpisodeInfraError, EpisodeSpec, GymSlot, run_episode
+from webrl.rollout.episode import Decided, EndEpisode, Episode, EpisodeInfraError, EpisodeSpec, run_episode
+from webrl.rollout.slots import GymSlot
 from webrl.synth.explore import categorise
 from webrl.synth.propose import path_of, real_options
 from webrl.synth.tasks import PlanStep, SynthTask, Target, resolve_target

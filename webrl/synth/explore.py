@@ -35,8 +35,9 @@ from urllib.parse import parse_qs, urldefrag, urlparse
 
 from webrl.actions import Action
 from webrl.envs.task import BaseTask, TaskSpec, origin
-from webrl.rollout.episode import (Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, GymSlot, action_decision,
-                                   run_episode)
+from webrl.rollout.agents import action_decision
+from webrl.rollout.episode import Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, run_episode
+from webrl.rollout.slots import GymSlot
 
 ELEMENT_CATEGORIES = ("navigation", "item", "search", "search_submit", "form_field", "filter", "submit",
                       "action", "external", "other")

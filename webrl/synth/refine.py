@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from webrl.actions import Action
-from webrl.rollout.episode import Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, GymSlot, run_episode
+from webrl.rollout.episode import Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, run_episode
+from webrl.rollout.slots import GymSlot
 from webrl.synth.collect import finish, state_key, synth_decision
 from webrl.synth.tasks import SynthTask
 from webrl.types import Trajectory

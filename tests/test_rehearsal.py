@@ -25,11 +25,11 @@ Only these settings differ from the preset, each for the reason given:
                      /init_weights_update_group and /update_weights_from_distributed routes
     tasks.file       an Online-Mind2Web JSON whose websites are the sandbox sites served here, plus
                      one probe page (below)
-    network policy   env.env.safety.network.public_stand_ins=[127.0.0.1/32]: the preset's "public"
+    network policy   env.network.public_stand_ins=[127.0.0.1/32]: the preset's "public"
                      policy refuses loopback; the rest of 127.0.0.0/8 stays internal. The probe page
                      on 127.0.0.1 embeds an image from 127.0.0.3: the browser reports it blocked
                      and the server on 127.0.0.3 never sees a request
-    judge            reward.openai.base_url = `webrl serve` (a subprocess started here) with the
+    judge            reward.base_url = `webrl serve` (a subprocess started here) with the
                      same tiny model, max_retries=0, timeout_s=300 (a CPU judge on loaded cores);
                      its verdicts are unreadable, so every judged trajectory is dropped as
                      judge_unparseable (or judge_timeout) and counted in the metrics
@@ -150,11 +150,11 @@ def _overrides(run_dir: Path, tasks: Path, judge_url: str, address: str) -> list
             "resources.startup_timeout_s=600", "env.num_slots=2", "env.threads=2",
             "rollout.server.launch=webrl", "rollout.server.launch_args=[log_level=info]", "rollout.server.num_servers=1",
             "rollout.server.gpus_per_server=0", "rollout.server.cpus_per_server=0",
-            'env.env.safety.network.public_stand_ins=["127.0.0.1/32"]',
+            'env.network.public_stand_ins=["127.0.0.1/32"]',
             "rollout.group_size=2", "rollout.max_turns=3", "rollout.horizon_schedule=[]",
             "generator.sampling.max_new_tokens=48",
-            "learner.batching.mini_batches=1", f"reward.openai.base_url={judge_url}", "reward.openai.model=judge",
-            "reward.openai.max_retries=0", "reward.openai.timeout_s=300"]
+            "learner.batching.mini_batches=1", f"reward.base_url={judge_url}", "reward.model=judge",
+            "reward.max_retries=0", "reward.timeout_s=300"]
 
 
 def _train(overrides: list[str], log: Path, env: dict) -> str:

@@ -1,11 +1,22 @@
 """The main job end to end under the smoke preset: Ray, Chromium, sandbox sites, tiny model,
-SFT -> GRPO -> evaluation, checkpoints that `run.resume=true` continues from, a viewer page."""
+SFT -> GRPO -> evaluation, checkpoints that `run.resume=true` continues from, a viewer page.
+The first smoke run is a Ray job (`ray job submit --working-dir . -- python
+examples/train_online_mind2web.py --config smoke ...`) against a `ray start --head` the test
+starts (and alone stops) on 127.0.0.1; the resumed run is a plain local one (its own local Ray)."""
+import ipaddress
 import json
+import os
+import re
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import free_port, stop_started
+from webrl.run.ray_local import CLUSTER_MODE_ENV
 
 from webrl.config import ConfigError, load_config
 from webrl.rollout.balanced import SuccessEstimates
@@ -31,9 +42,9 @@ def test_trainer_config_errors_name_the_key():
 @pytest.mark.parametrize("overrides, message", [
     (["learner.objective=sft"], r"learner.objective must be one of \('grpo', 'ppo'\)"),
     (["learner.ppo.lam=0.5"], r"learner.ppo=.* has no effect.*learner.objective is 'grpo'"),
-    (["learner.objective=ppo", "learner.value_head=true", "learner.grpo.advantage.estimator=rloo"],
-     r"learner.grpo=.* has no effect.*learner.objective is 'ppo'"),
-    (["learner.value_head=true"], r"learner.value_head=True has no effect.*only objective=ppo"),
+    (["learner.objective=ppo", "learner.advantage.estimator=rloo"],
+     r"learner.advantage=.* has no effect.*only objective=grpo reads it and learner.objective is 'ppo'"),
+    (["learner.value_head=true"], r"'learner.value_head' .* is gone: removed: learner.objective=ppo implies its value head"),
     (["rollout.engine=server"], r"rollout.engine=server needs servers: rollout.server.urls .* or rollout.server.launch=webrl\|sglang"),
     (["rollout.server.urls=[http://127.0.0.1:9]"],
      r"rollout.server.\* is set but rollout.engine is not 'server' \(rollout.server.urls=\['http://127.0.0.1:9'\]\)"),
@@ -55,16 +66,16 @@ def test_trainer_config_errors_name_the_key():
     (["rollout.balanced.enabled=true", "rollout.group_size=20"],
      r"rollout.group_size=20 must lie in \[rollout.balanced.min_group, rollout.balanced.max_group\] = \[2, 16\]"),
     # kl_mode=reward works with a reference (tests/learner/test_kl_reward.py); without one it is refused
-    (["learner.objective=ppo", "learner.value_head=true", "learner.ppo.loss.kl_mode=reward",
-      "learner.ppo.loss.kl_coef=0.1"],
-     r"learner.ppo.loss.kl_mode='reward' has no effect.*learner.reference=none"),
-    (["learner.grpo.loss.kl_mode=reward", "learner.grpo.loss.kl_coef=0.1"],
-     r"learner.grpo.loss.kl_mode='reward' has no effect.*no reference to take a KL to"),
-    # sft.learner.sft.action_weight / coordinate_factor now act (tests/recipes/test_action_aware_sft.py);
+    (["learner.objective=ppo", "learner.loss.kl_mode=reward",
+      "learner.loss.kl_coef=0.1"],
+     r"learner.loss.kl_mode='reward' has no effect.*learner.reference=none"),
+    (["learner.loss.kl_mode=reward", "learner.loss.kl_coef=0.1"],
+     r"learner.loss.kl_mode='reward' has no effect.*no reference to take a KL to"),
+    # sft.action_weight / coordinate_factor now act (tests/recipes/test_action_aware_sft.py);
     # direct_fraction is refused only where the demonstrations cannot hold reasoning
-    (["sft.learner.sft.direct_fraction=0.5"],
-     r"sft.learner.sft.direct_fraction=0.5 has no effect.*oracle demonstrations have no reasoning"),
-    (["sft.learner.consistency.every=1"], r"sft.learner.consistency=.* has no effect.*demonstrations carry no rollout"),
+    (["sft.direct_fraction=0.5"],
+     r"sft.direct_fraction=0.5 has no effect.*oracle demonstrations have no reasoning"),
+    (["sft.learner.consistency.every=1"], r"'sft.learner.consistency.every' .* is gone: removed: the SFT stage uses the RL learner's"),
 ])
 def test_settings_the_run_would_ignore_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -72,8 +83,8 @@ def test_settings_the_run_would_ignore_are_refused(overrides, message):
 
 
 def test_kl_mode_reward_without_a_coefficient_is_the_off_switch_and_allowed():
-    cfg = load_config(WebRLConfig, None, ["learner.grpo.loss.kl_mode=reward", "learner.grpo.loss.kl_coef=0"])
-    assert cfg.learner.grpo.loss.kl_mode == "reward"  # kl_coef 0: no KL term either way
+    cfg = load_config(WebRLConfig, None, ["learner.loss.kl_mode=reward", "learner.loss.kl_coef=0"])
+    assert cfg.learner.loss.kl_mode == "reward"  # kl_coef 0: no KL term either way
 
 
 def _run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -82,15 +93,85 @@ def _run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
 
 
+# what --working-dir must not upload: the venv, run folders, build outputs, git objects
+JOB_EXCLUDES = [".venv", "runs", "build", ".git", "*.egg-info", "__pycache__", ".pytest_cache"]
+
+
+def _start_job_head(log: Path, temp_dir: str, env: dict) -> tuple[subprocess.Popen, str]:
+    """`ray start --head` with its dashboard (the job server) on 127.0.0.1 -> (process, job address)."""
+    venv_bin = Path(sys.executable).parent
+    dashboard_port = free_port()
+    head = subprocess.Popen(
+        [str(venv_bin / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+         f"--port={free_port()}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+         f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}", "--num-cpus=8", "--disable-usage-stats",
+         # the agent's HTTP port (the job server submits through it) defaults to 52365, which
+         # any other Ray on the machine (a local training run) may already hold
+         f"--dashboard-agent-listen-port={free_port()}"],
+        env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    return head, f"http://127.0.0.1:{dashboard_port}"
+
+
+def _run_as_ray_job(address: str, head: subprocess.Popen, head_log: Path, env: dict, *overrides: str) -> str:
+    """Submit the smoke preset as a Ray job, wait for it to succeed; its logs (the driver's output)."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    venv_bin = Path(sys.executable).parent
+    client = None
+    for _ in range(120):  # the dashboard's job server answers once the head is up
+        try:
+            client = JobSubmissionClient(address)
+            client.list_jobs()
+            break
+        except Exception:
+            client = None
+            assert head.poll() is None, head_log.read_text()[-3000:]
+            time.sleep(2)
+    assert client is not None, "the head's job server never answered"
+    for _ in range(10):  # under load the job server answers before its agent is registered
+        submit = subprocess.run(
+            [str(venv_bin / "ray"), "job", "submit", "--address", address, "--submission-id", "webrl-smoke",
+             "--no-wait", "--working-dir", ".", "--runtime-env-json", json.dumps({"excludes": JOB_EXCLUDES}), "--",
+             "python", "examples/train_online_mind2web.py", "--config", "smoke", *overrides],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        if submit.returncode == 0 or "No available agent" not in submit.stdout + submit.stderr:
+            break
+        time.sleep(6)
+    assert submit.returncode == 0, submit.stdout[-2000:] + submit.stderr[-2000:]
+    deadline = time.monotonic() + 1500
+    status = client.get_job_status("webrl-smoke")
+    while status not in {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED} and time.monotonic() < deadline:
+        time.sleep(5)
+        status = client.get_job_status("webrl-smoke")
+    logs = client.get_job_logs("webrl-smoke")
+    assert status == JobStatus.SUCCEEDED, logs[-4000:]
+    return logs
+
+
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.browser
-@pytest.mark.timeout(1500)  # two full runs (~8 min each on 2 loaded cores)
-def test_smoke_run_checkpoints_resumes_and_writes_the_viewer(run_dir):
-    folder = Path(run_dir) / "smoke"
-    first = _run(folder)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert "held-out success (greedy)" in first.stdout
+@pytest.mark.timeout(2400)  # a Ray head, then two full runs (~8 min each on 2 loaded cores)
+def test_smoke_run_as_a_ray_job_checkpoints_resumes_and_writes_the_viewer(tmp_path, run_dir):
+    venv_bin = Path(sys.executable).parent
+    temp_dir = tempfile.mkdtemp(prefix="rj", dir=run_dir)  # short: Ray's socket paths have a length limit
+    # cluster mode off: `ray start` would otherwise resolve 127.0.0.1 to this machine's interface
+    # address (webrl.run.ray_local); the job's driver inherits it from the head
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1",
+           CLUSTER_MODE_ENV: "0", "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}"}
+    env.pop("RAY_ADDRESS", None)
+    out_dir = tmp_path / "runs"
+    head, address = _start_job_head(tmp_path / "head.log", temp_dir, env)
+    try:
+        logs = _run_as_ray_job(address, head, tmp_path / "head.log", env, f"run.output_dir={out_dir}")
+    finally:
+        stop_started(head, temp_dir)
+    assert "held-out success (greedy)" in logs
+    nodes = re.findall(r"^node (\S+)", logs, re.M)  # the resource table's node rows
+    assert nodes and all(ipaddress.ip_address(n).is_loopback for n in nodes), nodes
+    run_dirs = list(out_dir.glob("smoke-*"))  # run.output_dir: a new <name>-<time> folder
+    assert len(run_dirs) == 1 and (run_dirs[0] / "checkpoints" / "step-00000001" / "hf" / "config.json").exists()
+    folder = run_dirs[0]
     checkpoints = sorted((folder / "checkpoints").glob("step-*"))
     assert [c.name for c in checkpoints] == ["step-00000001", "step-00000002"]
     assert (checkpoints[-1] / "hf" / "config.json").exists()
@@ -253,7 +334,8 @@ def test_balanced_rollout_plans_group_sizes_and_keeps_its_estimates_in_checkpoin
     iteration 1's outcomes; the estimates (12 outcomes by family) go into the checkpoint."""
     from webrl.rollout import RolloutCoordinator
     from webrl.rollout.balanced import family_key, plan_rollouts, update_estimates
-    from webrl.envs.task import draw_tasks, task_rng, task_sources
+    from webrl.envs.task import draw_tasks, task_rng
+    from webrl.run.tasks import task_sources
     from webrl.run.trainer import Trainer
 
     calls = []
@@ -369,7 +451,7 @@ def test_ppo_runs_the_loop_and_a_resumed_run_ends_with_the_uninterrupted_weights
     def run(folder, *extra):
         config = load_config(WebRLConfig, None, [f"run.run_dir={folder}", "tasks.tasks_per_iteration=2",
                                                   "rollout.group_size=2", "tasks.eval_tasks=0",
-                                                  "learner.objective=ppo", "learner.value_head=true", *extra])
+                                                  "learner.objective=ppo", *extra])
         Trainer(config, actors=RealLearnerActors()).fit()
 
     run(tmp_path / "straight", "trainer.iterations=2", "trainer.checkpoint_every=2")

@@ -12,11 +12,11 @@ from webrl.run.tune import trial_config
 
 def test_trial_config_maps_dotted_keys_onto_the_preset():
     cfg = trial_config({"preset": "smoke", "overrides": ["trainer.stages=[rl]"], "learner.optim.lr": 3e-4,
-                        "learner.grpo.loss.kl_coef": 0.01, "learner.reference": "copy",
-                        "learner.grpo.loss.clip_eps_high": 0.3,
+                        "learner.loss.kl_coef": 0.01, "learner.reference": "copy",
+                        "learner.loss.clip_eps_high": 0.3,
                         "tasks.sites": ["widgets", "shop"]}, run_dir="/tmp/x")
-    assert cfg.learner.optim.lr == 3e-4 and cfg.learner.grpo.loss.kl_coef == 0.01
-    assert cfg.learner.grpo.loss.clip_eps_high == 0.3 and cfg.tasks.sites == ["widgets", "shop"]
+    assert cfg.learner.optim.lr == 3e-4 and cfg.learner.loss.kl_coef == 0.01
+    assert cfg.learner.loss.clip_eps_high == 0.3 and cfg.tasks.sites == ["widgets", "shop"]
     assert cfg.trainer.stages == ["rl"] and cfg.run.run_dir == "/tmp/x"
     assert cfg.trainer.iterations == 2  # from the smoke preset
     with pytest.raises(ConfigError, match="learner.optim.lr"):

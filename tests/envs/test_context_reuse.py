@@ -192,8 +192,7 @@ def test_elements_collected_in_the_readiness_wait_equal_a_separate_collection(br
         _, info = env.reset(options={"task": spec(fixture_server, "elements.html")})
         assert len(info["elements"]) > 5
         separate = collect_elements(env.page, env.config.observation, 10.0)
-        ready, together = wait_ready_and_collect(env.page, env.config.browser, env.config.observation, 10.0,
-                                                 token=99)
+        ready, together = wait_ready_and_collect(env.page, env.config.observation, 10.0, token=99)
         assert ready == {"popup": False, "blockedPopups": 0}
         assert together["elements"] == separate["elements"] == info["elements"]
         assert together["title"] == separate["title"]

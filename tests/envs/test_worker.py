@@ -61,7 +61,7 @@ def test_observation_screenshot_is_png_of_the_obs_array(fixture_server):
 
 
 def test_worker_config_validation():
-    with pytest.raises(ValueError, match="num_slots must be in 1..256"):
+    with pytest.raises(ValueError, match=r"num_slots \(env.num_slots\) must be in 1..256"):
         EnvWorkerConfig(num_slots=0)
     with pytest.raises(ValueError, match="BrowserConfig.viewport must be one of"):
         EnvWorkerConfig(viewport="huge")

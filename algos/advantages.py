@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 
 from .aggregation import index_sum
+from webrl.config import fixed
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS", "NEGATIVE_SCALES", "GroupAdvantageConfig", "grpo_advantages",
@@ -228,9 +229,9 @@ class GroupAdvantageConfig:
     negative_scale: str = "none"
     """Success-adaptive scaling of negative advantages: one of NEGATIVE_SCALES ("none", "linear",
     "sqrt"); "linear" is the documented GUI-Libra-style default when enabled."""
-    negative_scale_floor: float = 0.25
+    negative_scale_floor: float = fixed(0.25, "the multiplier of negative advantages in a group where nothing succeeded")
     """s(0): the multiplier of negative advantages in a group where nothing succeeded."""
-    success_threshold: float = 0.5
+    success_threshold: float = fixed(0.5, "a reward at or above it counts as a success for the group success rate")
     """A reward >= this counts as a success for the group success rate."""
 
     def __post_init__(self) -> None:

@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 
 from .aggregation import LOSS_AGGREGATIONS
+from webrl.config import fixed
 
 __all__ = [
     "LOG_RATIO_CLAMP", "POLICY_LOSSES", "KL_ESTIMATORS", "KL_MODES", "PolicyLoss", "PolicyLossConfig",
@@ -167,7 +168,7 @@ class PolicyLossConfig:
     """Entropy bonus weight: the loss gets -entropy_coef * aggregated entropy."""
     aggregation: str = "token-mean"
     """One of LOSS_AGGREGATIONS (see webrl.algos.aggregation)."""
-    aggregation_constant: float = 1.0
+    aggregation_constant: float = fixed(1.0, "C of the 'seq-mean-token-sum-norm' aggregation")
     """C of "seq-mean-token-sum-norm" (e.g. the per-turn response-token budget)."""
 
     def __post_init__(self) -> None:

@@ -61,6 +61,7 @@ import torch
 from torch import Tensor
 
 from .advantages import grpo_advantages, zero_variance_filter
+from webrl.config import fixed
 
 __all__ = [
     "StepAdvantageConfig", "normalize_url", "state_key", "state_similarity", "step_groups",
@@ -81,10 +82,10 @@ class StepAdvantageConfig:
     """1.0: turns share a step group only on equal state keys (sandbox, MiniWoB++). In (0, 1):
     states whose `state_similarity` to a step group's representative is >= this share it (live
     pages, whose states rarely repeat exactly)."""
-    std_normalize: bool = False
+    std_normalize: bool = fixed(False, "step groups are mean-centred only, verl-agent's mean_norm default")
     """False: A_step = R - mean over the step group (verl-agent "mean_norm", its default).
     True: also divided by the step group's std + eps (verl-agent "mean_std_norm")."""
-    eps: float = 1e-6
+    eps: float = fixed(1e-6, "the std floor of std_normalize")
     """Added to the step group std before dividing (std_normalize only). >= 0."""
 
     def __post_init__(self) -> None:

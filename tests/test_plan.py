@@ -284,13 +284,13 @@ def test_server_rollouts_are_planned_on_the_launched_servers_gpus():
             "rollout.server.launch_args=[]", "rollout.server.max_restarts=3", "plan.prompt_tokens=4096"]
     plan = plan_memory(*_config_and_settings(urls))
     assert plan.rollout_gpus == 0 and plan.fits and "not planned here" in plan.notes[0]
-    # in-process inference GPUs take min(inference.max_batch_size, generator.max_batch_size) rows
+    # in-process inference GPUs take inference.max_batch_size rows (the model batches what the batcher does)
     in_process = [f"plan.model={FIXTURE}", "rollout.engine=transformers", "rollout.server.launch=none",
                   *urls[3:8], "rollout.server.max_concurrency=16", "inference.max_batch_size=16",
                   "resources.num_inference_workers=4", "resources.gpus_per_inference_worker=1"]
     plan = plan_memory(*_config_and_settings(in_process))
     assert plan.rollout.batch == 16 and plan.queues == "" and not plan.fits  # 111 GiB for 16 rows at once
-    assert "inference.max_batch_size / generator.max_batch_size" in plan.warnings[0]
+    assert "inference.max_batch_size" in plan.warnings[0]
 
 
 def test_a_cluster_file_excludes_the_node_keys(tmp_path):

@@ -59,8 +59,8 @@ def test_trainer_config_errors_name_the_key():
      r"rollout.server.api_key_env='WEBRL_NO_SUCH_KEY' names an environment variable that is not set"),
     (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "generator.sparse_prefill=auto"],
      r"generator.sparse_prefill runs in the in-process model's prefill"),
-    (["rollout.engine=server", "rollout.server.urls=[http://127.0.0.1:9]", "generator.max_batch_size=8"],
-     r"generator.max_batch_size=8 has no effect with rollout.engine=server"),
+    (["generator.max_batch_size=8"], r"'generator.max_batch_size' .* is not a run setting: fixed at 16 in runs \(the run "
+                                    r"sets it to inference.max_batch_size\)"),
     (["rollout.inference_timeout_s=900", "rollout.trajectory_timeout_s=600"], r"rollout.inference_timeout_s \(900.0\) must be below rollout.trajectory_timeout_s"),
     (["rollout.balanced.min_group=3"], r"rollout.balanced=.* has no effect.*rollout.balanced.enabled is false"),
     (["rollout.balanced.enabled=true", "rollout.group_size=20"],

@@ -147,12 +147,40 @@ def _preset_path(preset: str | Path) -> Path:
                       f"{', '.join(list_presets()) or '(none)'}.{hint}")
 
 
+def fixed(default: Any, why: str) -> Any:
+    """A component setting that is not a run key: code that builds the component (a benchmark, a
+    test) may pass it; a run uses `default`, and a preset or override that sets it fails with
+    `why`. For the settings no run needs to change (numerical epsilons, retry caps, geometry
+    constants), so the run's surface stays small without taking the knob from library code."""
+    return dataclasses.field(default=default, metadata={"fixed": why})
+
+
+def is_fixed(f: dataclasses.Field) -> bool:
+    return "fixed" in f.metadata
+
+
+def fixed_keys(schema: type, prefix: str = "") -> dict[str, str]:
+    """Every fixed setting under `schema` as its dotted run key -> the refusal text."""
+    out: dict[str, str] = {}
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        key, tp = f"{prefix}{f.name}", hints[f.name]
+        if is_fixed(f):
+            out[key] = f"fixed at {f.default!r} in runs ({f.metadata['fixed']}); only code that builds {schema.__name__} sets it"
+        elif dataclasses.is_dataclass(tp):
+            out.update(fixed_keys(tp, key + "."))
+    return out
+
+
 def config_keys(schema: type, prefix: str = "") -> dict[str, Any]:
-    """Every dotted key of a config dataclass mapped to its declared type."""
+    """Every dotted run key of a config dataclass mapped to its declared type (fixed settings,
+    `fixed`, are not run keys)."""
     out: dict[str, Any] = {}
     hints = typing.get_type_hints(schema)
     for f in dataclasses.fields(schema):
         key, tp = f"{prefix}{f.name}", hints[f.name]
+        if is_fixed(f):
+            continue
         if dataclasses.is_dataclass(tp):
             out.update(config_keys(tp, key + "."))
         else:
@@ -188,9 +216,12 @@ def _leaf_keys(node: Any, prefix: str = "") -> list[str]:
     return [prefix[:-1]]
 
 
-def _refuse_moved(layer: Any, keys: dict[str, Any], source: str) -> None:
-    """An old key in a preset or on the command line fails naming what replaced it."""
+def _refuse_moved(layer: Any, keys: dict[str, Any], source: str, fixed_settings: dict[str, str]) -> None:
+    """An old key in a preset or on the command line fails naming what replaced it; a fixed
+    setting fails naming the value runs use."""
     for key in _leaf_keys(OmegaConf.to_container(layer)):
+        if key in fixed_settings:
+            raise ConfigError(f"config key {key!r} (from {source}) is not a run setting: {fixed_settings[key]}")
         if key not in keys and not any(k.startswith(key + ".") for k in keys):
             moved = _moved(key)
             if moved:
@@ -232,9 +263,9 @@ def load_config(schema: type[T], preset: str | Path | None = None,
     if overrides:  # `key=` means the empty string (OmegaConf would read None)
         dotlist = [o + "''" if o.endswith("=") else o for o in overrides]
         layers.append(("the command line", OmegaConf.from_dotlist(dotlist)))
-    keys = config_keys(schema)
+    keys, fixed_settings = config_keys(schema), fixed_keys(schema)
     for source, layer in layers:
-        _refuse_moved(layer, keys, source)
+        _refuse_moved(layer, keys, source, fixed_settings)
         try:
             cfg = OmegaConf.merge(cfg, layer)
         except OmegaConfBaseException as e:
@@ -271,11 +302,21 @@ def _check_required(layers: list[tuple[str, Any]]) -> None:
 
 
 def to_yaml(config: Any) -> str:
-    return OmegaConf.to_yaml(OmegaConf.structured(config))
+    """The config's run keys as YAML (fixed settings left out, so the text loads back)."""
+    return OmegaConf.to_yaml(OmegaConf.create(to_dict(config)))
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    return typing.cast(dict, OmegaConf.to_container(OmegaConf.structured(config)))
+    """The config's run keys as a nested dict (fixed settings left out)."""
+    out = typing.cast(dict, OmegaConf.to_container(OmegaConf.structured(config)))
+    for key in fixed_keys(type(config)) if dataclasses.is_dataclass(config) else ():
+        *parents, leaf = key.split(".")
+        node = out
+        for name in parents:
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return out
 
 
 def field_docs(schema: type) -> dict[str, str]:
@@ -312,6 +353,8 @@ def describe(schema: type, prefix: str = "", default: Any = None) -> list[tuple[
     default = schema() if default is None else default
     for f in dataclasses.fields(schema):
         tp = hints[f.name]
+        if is_fixed(f):
+            continue
         if dataclasses.is_dataclass(tp):
             rows.extend(describe(tp, f"{prefix}{f.name}.", getattr(default, f.name)))
         else:

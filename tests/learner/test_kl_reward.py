@@ -106,8 +106,7 @@ def _traj(reward):
 
 def test_negative_scale_from_the_config_reaches_the_advantages():
     cfg = load_config(WebRLConfig, None, ["learner.advantage.estimator=drgrpo",
-                                          "learner.advantage.negative_scale=linear",
-                                          "learner.advantage.negative_scale_floor=0.25"])
+                                          "learner.advantage.negative_scale=linear"])
     trajectories = [_traj(1.0), _traj(0.0), _traj(0.0), _traj(0.0)]
     samples, _ = trajectories_to_samples(trajectories, cfg.learner.objective, cfg.learner.objective_config)
     # Dr. GRPO: r - mean = [0.75, -0.25, -0.25, -0.25]; success rate 1/4, linear scale

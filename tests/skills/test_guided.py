@@ -122,8 +122,8 @@ def test_skills_wrap_outermost_and_settings_that_do_nothing_are_refused(library_
 
 def test_dotlist_config_and_build_policy_put_the_guided_wrapper_outside(library_dir):
     cfg = load_config(PolicyConfig, overrides=["wrappers=[skills]", f"skills.library_dir={library_dir}",
-                                               "skills.max_chars=300"])
+                                               "skills.max_skills=2"])
     inner = Recorder()
     built = build_policy(inner, cfg)
-    assert isinstance(built, SkillGuidedPolicy) and built.inner is inner and built.config.max_chars == 300
+    assert isinstance(built, SkillGuidedPolicy) and built.inner is inner and built.config.max_skills == 2
     assert sorted(s.name for s in built.graph.library) == ["checkout", "open_item", "search_products"]

@@ -24,6 +24,7 @@ from webrl.algos.advantages import GroupAdvantageConfig
 from webrl.algos.losses import PolicyLossConfig
 from webrl.algos.step_advantages import StepAdvantageConfig
 from webrl.learner.consistency import ConsistencyConfig
+from webrl.config import fixed
 
 OBJECTIVE_NAMES = ("grpo", "ppo", "sft")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -56,7 +57,7 @@ class OptimConfig:
     """AdamW decoupled weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
     """AdamW (beta1, beta2)."""
-    eps: float = 1e-8
+    eps: float = fixed(1e-8, "AdamW's epsilon")
     """AdamW epsilon."""
     scheduler: str = "constant"
     """LR schedule after warm-up: "constant", "linear" (decay to min_lr_ratio) or "cosine"."""
@@ -64,7 +65,7 @@ class OptimConfig:
     """Optimizer steps of linear warm-up from 0 to lr."""
     total_steps: int = 1000
     """Optimizer steps the decaying schedules span (ignored by "constant")."""
-    min_lr_ratio: float = 0.0
+    min_lr_ratio: float = fixed(0.0, "the decaying schedules end at 0")
     """Final LR of "linear" / "cosine" as a fraction of lr."""
     grad_clip: float = 1.0
     """Global gradient-norm clip (DeepSpeed `gradient_clipping`); 0 disables."""
@@ -91,7 +92,7 @@ class BatchingConfig:
     token_budget: int = 16384
     """Padded tokens per micro-batch per rank (rows x longest row). A single longer sample
     still gets its own micro-batch."""
-    max_samples_per_micro_batch: int = 64
+    max_samples_per_micro_batch: int = fixed(64, "micro-batches are sized by learner.batching.token_budget; this caps the rows of one")
     """Upper bound on rows per micro-batch (image tensors grow with rows too)."""
     ppo_epochs: int = 1
     """Passes over the update's samples."""
@@ -114,7 +115,7 @@ class CheckpointConfig:
 
     keep_last: int = 3
     """Complete checkpoints kept under a checkpoint root; older ones are deleted after a save."""
-    export_hf: bool = True
+    export_hf: bool = fixed(True, "every checkpoint carries a Hugging Face folder, what webrl eval and the servers load")
     """Also write the policy in Hugging Face format (`hf/`), loadable by plain transformers."""
 
     @property
@@ -208,7 +209,7 @@ class PPOValueConfig:
     """Discount per turn (agent step)."""
     lam: float = 0.95
     """GAE lambda across turns."""
-    whiten_advantages: bool = True
+    whiten_advantages: bool = fixed(True, "PPO's advantages are normalised to mean 0 / std 1 over the rollout")
     """Normalise advantages to mean 0 / std 1 over the rollout's turn samples."""
     value_coef: float = 0.5
     """Weight of the value loss."""

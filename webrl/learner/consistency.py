@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import torch
+from webrl.config import fixed
 
 TURN_BUCKETS = 4
 """Turn indices 0..3 get a mean each; later turns share one ("turn4plus")."""
@@ -39,9 +40,9 @@ class ConsistencyConfig:
     """Also score the rollout's tokens before every N-th update whose optimizer does not need
     start-of-update log-probs (one extra forward pass); 0: only the updates that compute them
     anyway (ppo_epochs x mini_batches > 1, or tis_cap set)."""
-    turn_threshold: float = 0.1
+    turn_threshold: float = fixed(0.1, "a turn whose mean |learner - rollout| log-prob per token exceeds 0.1 nats is mismatched")
     """A turn whose mean |learner - rollout| log-prob per token exceeds this (nats) is mismatched."""
-    alarm_fraction: float = 0.1
+    alarm_fraction: float = fixed(0.1, "the share of mismatched turns that raises the alarm")
     """Alarm when more than this fraction of the checked turns are mismatched."""
 
     def __post_init__(self) -> None:

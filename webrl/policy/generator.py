@@ -29,6 +29,7 @@ from webrl.policy.backend import GenerateRequest, Generated, is_backend
 from webrl.policy.images import image_token_count
 from webrl.policy.prompt import PromptBuilder, PromptConfig, RenderedPrompt
 from webrl.policy.types import Decision, DecisionStats, PolicyRequest
+from webrl.config import fixed
 
 
 @dataclass
@@ -45,7 +46,7 @@ class SamplingConfig:
     """Response length cap per turn."""
     greedy: bool = False
     """Argmax decoding (evaluation); temperature/top-p/top-k are ignored."""
-    stop_at_tool_call: bool = True
+    stop_at_tool_call: bool = fixed(True, "decoding stops after a complete tool or skill call, as the env runs one per turn")
     """Stop right after `</tool_call>` (besides <|im_end|> / <|endoftext|>)."""
 
     def __post_init__(self) -> None:
@@ -64,7 +65,7 @@ class GeneratorConfig:
 
     prompt: PromptConfig = field(default_factory=PromptConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    max_batch_size: int = 16
+    max_batch_size: int = fixed(16, "the run sets it to inference.max_batch_size")
     """Requests per `generate` call; larger batches are split."""
     sparse_prefill: str = ""
     """MMInference-style sparse attention in the prompt's prefill (`webrl.policy.sparse_attention`),

@@ -30,6 +30,7 @@ from webrl.config import ConfigError
 from webrl.policy.loci.policy import LociConfig
 from webrl.policy.skills.guided import SkillsConfig
 from webrl.envs.skills import REPORT_FILE
+from webrl.config import fixed
 
 WRAPPERS = ("skills", "loci", "cascade")
 """Policy wrappers by name, in the only order they stack (outermost first)."""
@@ -44,11 +45,11 @@ class CascadeConfig:
 
     threshold: float = 0.9
     """Heads decide when confidence >= threshold; 1.0 = never (generator only), 0.0 = always."""
-    confidence: str = "product"
+    confidence: str = fixed("product", "the cascade's confidence is the product of its heads' probabilities")
     """"product" or "min" of the chosen kind / target / value probabilities."""
     head_turns: str = "generator_logprobs"
     """Head-decided turns in the PG batch: "generator_logprobs" or "exclude" (see webrl/policy/cascade/policy.py)."""
-    max_text_tokens: int = 64
+    max_text_tokens: int = fixed(64, "a WRITE slot gets at most 64 generated tokens")
     """Cap on tokens the generator writes for a WRITE slot."""
 
     def __post_init__(self) -> None:
@@ -166,7 +167,10 @@ def _wrap_cascade(inner: Any, generator: Any, config: PolicyConfig) -> Any:
 def _wrap_loci(inner: Any, generator: Any, config: PolicyConfig) -> Any:
     from webrl.policy.loci.roles import loci_policy
 
-    return loci_policy(inner, config.loci, generator=generator)
+    loci, factor = config.loci, getattr(getattr(generator, "builder", None), "factor", 0)
+    if not loci.factor and factor:  # the crops follow the model family's patch grid
+        loci = dataclasses.replace(loci, factor=factor)
+    return loci_policy(inner, loci, generator=generator)
 
 
 def _wrap_skills(inner: Any, generator: Any, config: PolicyConfig) -> Any:

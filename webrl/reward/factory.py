@@ -28,6 +28,7 @@ from webrl.reward.history_judges import (ActionHistoryJudge, ActionHistoryJudgeC
 from webrl.reward.judge import JudgeConfig, JudgeReward
 from webrl.reward.rules import FallbackReward, ProgrammaticReward, ProgrammaticRewardConfig, RecipeReward
 from webrl.reward.webjudge import WebJudge, WebJudgeConfig
+from webrl.config import fixed
 
 REWARD_KINDS = ("programmatic", "judge", "recipe")
 JUDGES = ("webjudge", "action_history", "deepshop")
@@ -87,7 +88,7 @@ class RewardConfig:
     """programmatic | judge | recipe (see the module docstring)."""
     judge: str = "action_history"
     """Which judge: webjudge | action_history | deepshop."""
-    use_checker: bool = True
+    use_checker: bool = fixed(True, "a task's own checker, when it has one, scores it")
     """kind=recipe: use the task's checker where it has one, the judge only where it has none."""
     base_url: str = ""
     """The judge's chat-completions server root including `/v1` (requests go to

@@ -52,6 +52,7 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Sequence
+from webrl.config import fixed
 
 HARD_BELOW = 0.5
 """A family whose estimate is below this is "hard" (failure more likely than success)."""
@@ -72,12 +73,12 @@ class BalancedRolloutConfig:
     """Most rollouts given to a chosen task."""
     prior_success_rate: float = 0.5
     """Prior mean success rate of a family not yet seen, in (0, 1)."""
-    prior_strength: float = 2.0
+    prior_strength: float = fixed(2.0, "the prior's weight in pseudo-observations")
     """Prior weight in pseudo-rollouts (a0 + b0); > 0."""
-    forgetting: float = 1.0
+    forgetting: float = fixed(1.0, "the success estimates keep every observation")
     """Factor in (0, 1] applied to a family's past counts before each new group is added, so the
     estimate follows an improving policy; 1 = keep every past rollout at full weight."""
-    hard_fraction: float = 0.5
+    hard_fraction: float = fixed(0.5, "half the chosen tasks come from the hard pool (estimate < 1/2)")
     """Target fraction, in [0, 1], of the chosen tasks drawn from the hard pool (estimate < 1/2)."""
 
     def __post_init__(self) -> None:

@@ -38,6 +38,7 @@ from webrl.rollout.slots import slot_env_call
 from webrl.rollout.progress import LOG_IMAGES, log_fraction
 from webrl.rollout.server_config import ServerConfig
 from webrl.types import Trajectory, TrajectoryInfo
+from webrl.config import fixed
 
 ENGINES = ("transformers", "server")
 
@@ -87,7 +88,7 @@ class RolloutConfig:
     PNG) | jpeg (always re-encoded, lossy) | png (the env's lossless bytes) | none (no image files)."""
     max_retries: int = 2
     """Infrastructure-error restarts of one trajectory before it is dropped."""
-    retry_backoff_s: float = 2.0
+    retry_backoff_s: float = fixed(2.0, "a restarted trajectory waits 2 s * 2**attempt")
     """Wait before restart k of a trajectory: retry_backoff_s * 2**k (a dead EnvWorker actor
     needs seconds to restart with a fresh browser)."""
     screenshot: str = "som"

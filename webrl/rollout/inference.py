@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from webrl.policy.types import Decision, PolicyRequest
+from webrl.config import fixed
 
 
 class Engine(Protocol):
@@ -32,7 +33,7 @@ class Engine(Protocol):
 
 @dataclass
 class InferenceConfig:
-    batch_window_s: float = 0.02
+    batch_window_s: float = fixed(0.02, "the batcher waits 20 ms for more requests to join a batch")
     """How long the first request of a batch waits for others to join."""
     max_batch_size: int = 16
     """Most requests decided in one forward pass."""

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from webrl.config import fixed
+
 @dataclass
 class ServerConfig:
     """Inference servers the run's rollouts use (`rollout.engine=server`): started by the user
@@ -36,8 +38,9 @@ class ServerConfig:
     down_wait_s: float = -1.0
     """How long a request keeps retrying while every server is unreachable (restarting);
     -1 = startup_timeout_s with `launch`, 0 (fail over and fail at once) with `urls`."""
-    timeout_s: float = 300.0
-    """One /generate (or weight update) longer than this is an error the rollout retries."""
+    timeout_s: float = fixed(0.0, "0 = rollout.inference_timeout_s: a request waits as long as the rollout waits for it")
+    """One /generate (or weight update) longer than this is an error the rollout retries; 0 = the
+    run's rollout.inference_timeout_s (`RunActors` fills it in)."""
     max_concurrency: int = 16
     """Requests in flight per inference worker, over all its servers."""
     api_key_env: str = ""
@@ -54,8 +57,8 @@ class ServerConfig:
         for url in self.urls:
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise ConfigError(f"rollout.server.urls entries must be http(s) URLs, got {url!r}")
-        if not self.timeout_s > 0:
-            raise ConfigError(f"rollout.server.timeout_s must be > 0, got {self.timeout_s!r}")
+        if not self.timeout_s >= 0:
+            raise ConfigError(f"ServerConfig.timeout_s must be >= 0 (0 = rollout.inference_timeout_s), got {self.timeout_s!r}")
         if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise ConfigError(f"rollout.server.max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
         if self.launch not in LAUNCH_KINDS:

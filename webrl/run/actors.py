@@ -133,13 +133,16 @@ class RunActors:
 
         res = self.config.resources
         server = self.config.rollout.server
+        # the model's forward batches are the batcher's: one size for both (GeneratorConfig.max_batch_size)
+        generator = dataclasses.replace(generator, max_batch_size=self.config.inference.max_batch_size)
         if endpoint:
             factory: Any = EndpointEngineFactory(endpoint_config(self.config))
         elif self.config.rollout.engine == "server":
             from webrl.rollout.server_engine import ServerEngineFactory
 
             urls = self._launch_servers(model_path) if server.launch != "none" else server.urls
-            factory = ServerEngineFactory(urls, model_path, generator, server.timeout_s, server.max_concurrency,
+            factory = ServerEngineFactory(urls, model_path, generator, server.timeout_s or self.config.rollout.inference_timeout_s,
+                                          server.max_concurrency,
                                           server.api_key_env, down_wait_s=server.request_down_wait_s(
                                               self.config.rollout.inference_timeout_s),
                                           policy=self.config.policy, admin_api_key_env=server.admin_api_key_env)

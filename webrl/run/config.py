@@ -545,10 +545,6 @@ def _check_server_engine(config: WebRLConfig) -> None:
     if config.generator.sparse_prefill:
         raise ConfigError(f"generator.sparse_prefill runs in the in-process model's prefill; with rollout.engine=server "
                           f"sparse prefill is {caps.sparse_prefill}: leave generator.sparse_prefill empty")
-    if config.generator.max_batch_size != default_generator().max_batch_size:
-        raise ConfigError(f"generator.max_batch_size={config.generator.max_batch_size} has no effect with "
-                          f"rollout.engine=server (it chunks the in-process model's batches; a server batches its own "
-                          f"requests): set inference.max_batch_size and rollout.server.max_concurrency instead")
     if config.resources.gpus_per_inference_worker:
         raise ConfigError("resources.gpus_per_inference_worker must be 0 with rollout.engine=server (the servers "
                           "hold the GPUs; the inference worker only sends requests)")

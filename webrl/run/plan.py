@@ -7,7 +7,7 @@ Placement is `webrl.run.resources` (`request_rows`, `placement_refusal`, `resour
 described cluster (`plan.cluster` file, or `plan.nodes` x `plan.gpus_per_node`), not a live one.
 
 The bytes are `webrl.run.memory`'s arithmetic on the run's counts. The rollout batch per inference
-GPU is min(inference.max_batch_size, generator.max_batch_size); with rollout.engine=server it is
+GPU is inference.max_batch_size; with rollout.engine=server it is
 min(inference.max_batch_size, rollout.server.max_concurrency) spread over the servers, and a
 launched server queues what it cannot hold, so it fits when one row does: for SGLang the weights
 and one row's KV within --mem-fraction-static of the GPU, prefill in chunks from the rest; for
@@ -89,7 +89,7 @@ class MemoryPlan:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """What the plan leaves out (printed; they do not decide whether it fits)."""
-    batch_keys: str = "inference.max_batch_size / generator.max_batch_size"
+    batch_keys: str = "inference.max_batch_size"
     """The settings that bound the rollout batch per GPU (named in its warning)."""
     queues: str = ""
     """How the rollout engine holds its batch: "" all rows at once (the in-process engines);
@@ -189,7 +189,7 @@ def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
         in_flight = min(config.inference.max_batch_size, server.max_concurrency)
         batch = -(-in_flight // max(1, server.num_servers if server.launch != "none" else len(server.urls)))
     else:
-        batch = min(config.inference.max_batch_size, config.generator.max_batch_size)
+        batch = config.inference.max_batch_size
     rm = rollout_memory(shapes, dtype_bytes=DTYPE_BYTES[config.model.dtype], batch=batch,
                         prompt_tokens=settings.prompt_tokens or prompt.max_prompt_tokens, new_tokens=new_tokens,
                         full_logits=settings.full_logits)

@@ -52,6 +52,7 @@ from webrl.policy.loci.geometry import (BOX_SPACES, IntBox, box_to_pixels, clamp
                                         render_composite, upscaled_size)
 from webrl.policy.types import Decision, PolicyRequest
 from webrl.types import Image
+from webrl.config import fixed
 
 PROMPT_DIR = Path(__file__).resolve().parents[2] / "prompts"
 Role = Callable[[str, str, Sequence[Image]], str]
@@ -64,17 +65,18 @@ class LociConfig:
 
     max_rounds: int = 3
     """Locator–Critic rounds at most (>= 1)."""
-    max_boxes: int = 3
+    max_boxes: int = fixed(3, "boxes kept per Locator reply")
     """Boxes per Locator reply kept (extra ones are dropped, most promising first)."""
-    box_space: str = "normalized_1000"
+    box_space: str = fixed("normalized_1000", "the Locator prompt's coordinate space")
     """Coordinates the Locator writes: "normalized_1000" or "pixels" (full-image pixels)."""
-    min_box_side: int = 4
+    min_box_side: int = fixed(4, "clamped boxes smaller than this are dropped")
     """Clamped boxes narrower or shorter than this (pixels) are dropped."""
-    factor: int = 28
-    """smart_resize factor for the crops (28 Qwen2.5-VL, 32 Qwen3-VL)."""
-    crop_min_pixels: int = 256 * 28 * 28
+    factor: int = fixed(0, "0 = the wrapped generator's image factor: 28 Qwen2.5-VL, 32 Qwen3-VL")
+    """smart_resize factor for the crops (28 Qwen2.5-VL, 32 Qwen3-VL); 0 = the wrapped generator's
+    (`webrl.policy.stack` fills it in), 28 for a policy without one."""
+    crop_min_pixels: int = fixed(256 * 28 * 28, "the smallest upscaled crop")
     """Lower pixel bound of an upscaled crop (smart_resize min_pixels): small crops get enlarged."""
-    crop_max_pixels: int = 1024 * 28 * 28
+    crop_max_pixels: int = fixed(1024 * 28 * 28, "the largest upscaled crop")
     """Upper pixel bound of an upscaled crop (smart_resize max_pixels)."""
     locator: str = "policy"
     """Locator source: "policy" (the wrapped policy's model with role prompts) or an http(s) endpoint URL."""
@@ -82,9 +84,9 @@ class LociConfig:
     """Critic source: "policy" or an http(s) endpoint URL."""
     retries: int = 1
     """Extra calls after a reply that fails to parse (then the round proceeds without it)."""
-    panel_fraction: float = 0.5
+    panel_fraction: float = fixed(0.5, "the crop panel's width in the composite image")
     """Width of the composite's crop panel as a fraction of the screenshot width (0, 2]."""
-    prompt_version: str = "v1"
+    prompt_version: str = fixed("v1", "the shipped role prompts, webrl/prompts/loci_*_v1.txt")
     """Version of webrl/prompts/loci_{locator,critic,answer}_<version>.txt."""
 
     def __post_init__(self) -> None:
@@ -92,8 +94,8 @@ class LociConfig:
             raise ValueError(f"LociConfig.max_rounds and max_boxes must be >= 1, got {self.max_rounds}, {self.max_boxes}")
         if self.box_space not in BOX_SPACES:
             raise ValueError(f"LociConfig.box_space must be one of {BOX_SPACES}, got {self.box_space!r}")
-        if self.min_box_side < 1 or self.factor < 1:
-            raise ValueError(f"LociConfig.min_box_side and factor must be >= 1, got {self.min_box_side}, {self.factor}")
+        if self.min_box_side < 1 or self.factor < 0:
+            raise ValueError(f"LociConfig.min_box_side must be >= 1 and factor >= 0, got {self.min_box_side}, {self.factor}")
         if not 0 < self.crop_min_pixels <= self.crop_max_pixels:
             raise ValueError("LociConfig.crop_min_pixels must be > 0 and <= crop_max_pixels, "
                              f"got {self.crop_min_pixels}, {self.crop_max_pixels}")
@@ -261,7 +263,7 @@ def _crops(pil, boxes, config: LociConfig) -> list[tuple[IntBox, Image]]:
     for b in boxes:
         box = clamp_box(box_to_pixels(b, W, H, config.box_space), W, H, config.min_box_side)
         if box is not None and box not in [c[0] for c in out]:
-            size = upscaled_size(box, config.factor, config.crop_min_pixels, config.crop_max_pixels)
+            size = upscaled_size(box, config.factor or 28, config.crop_min_pixels, config.crop_max_pixels)
             out.append((box, Image.from_pil(crop_image(pil, box, size))))
     return out
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from webrl.policy.skills.graph import SkillGraph
 from webrl.envs.skills import Skill, SkillLibrary
+from webrl.config import fixed
 
 if TYPE_CHECKING:  # webrl.policy.stack imports this module for SkillsConfig: no runtime import back
     from webrl.policy.types import Decision, PolicyRequest
@@ -48,7 +49,7 @@ class SkillsConfig:
     "skills" is in policy.wrappers."""
     max_skills: int = 3
     """Skills retrieved per step at most (>= 1)."""
-    max_chars: int = 1200
+    max_chars: int = fixed(1200, "the Skills block's length cap in the prompt")
     """Characters of guidance at most (>= 80): lines that do not fit are left out."""
 
     def __post_init__(self) -> None:

@@ -9,6 +9,10 @@ config is built in three layers, later ones winning::
 
 Mistakes fail early with a `ConfigError` naming the key: an unknown key lists the closest valid
 keys, a wrong type names the expected type, a bad preset lists the available presets.
+
+omegaconf is imported where a config is loaded or written, not with this module: component
+configs in the lower layers (webrl.algos, webrl.kernels) mark their fixed settings with `fixed`
+and must import where only torch is installed (benchmarks/gpu_check.py on a bare GPU machine).
 """
 from __future__ import annotations
 
@@ -22,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, TypeVar
 
-from omegaconf import OmegaConf
-from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 PRESET_DIR = Path(__file__).parent / "configs"
 TRACKERS = ("wandb", "mlflow")
@@ -219,6 +221,8 @@ def _leaf_keys(node: Any, prefix: str = "") -> list[str]:
 def _refuse_moved(layer: Any, keys: dict[str, Any], source: str, fixed_settings: dict[str, str]) -> None:
     """An old key in a preset or on the command line fails naming what replaced it; a fixed
     setting fails naming the value runs use."""
+    from omegaconf import OmegaConf  # at use: see the module docstring
+
     for key in _leaf_keys(OmegaConf.to_container(layer)):
         if key in fixed_settings:
             raise ConfigError(f"config key {key!r} (from {source}) is not a run setting: {fixed_settings[key]}")
@@ -232,7 +236,9 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _explain(exc: OmegaConfBaseException, schema: type, source: str) -> ConfigError:
+def _explain(exc: Exception, schema: type, source: str) -> ConfigError:
+    from omegaconf.errors import ConfigKeyError  # at use: see the module docstring
+
     keys = config_keys(schema)
     full_key = getattr(exc, "full_key", None) or ""
     if isinstance(exc, ConfigKeyError) or full_key not in keys:
@@ -252,6 +258,9 @@ def _explain(exc: OmegaConfBaseException, schema: type, source: str) -> ConfigEr
 def load_config(schema: type[T], preset: str | Path | None = None,
                 overrides: Sequence[str] = ()) -> T:
     """Build a `schema` instance from defaults, an optional preset and `key=value` overrides."""
+    from omegaconf import OmegaConf  # at use: see the module docstring
+    from omegaconf.errors import OmegaConfBaseException
+
     cfg = OmegaConf.structured(schema)
     layers: list[tuple[str, Any]] = []
     if preset:
@@ -291,6 +300,8 @@ def load_config(schema: type[T], preset: str | Path | None = None,
 def _check_required(layers: list[tuple[str, Any]]) -> None:
     """A preset's `???` values are required keys: a later layer must set them (merging `???`
     keeps the default, so without this check the default would be used silently)."""
+    from omegaconf import OmegaConf  # at use: see the module docstring
+
     for i, (source, layer) in enumerate(layers):
         required = sorted(OmegaConf.missing_keys(layer))
         unset = [k for k in required
@@ -303,11 +314,15 @@ def _check_required(layers: list[tuple[str, Any]]) -> None:
 
 def to_yaml(config: Any) -> str:
     """The config's run keys as YAML (fixed settings left out, so the text loads back)."""
+    from omegaconf import OmegaConf  # at use: see the module docstring
+
     return OmegaConf.to_yaml(OmegaConf.create(to_dict(config)))
 
 
 def to_dict(config: Any) -> dict[str, Any]:
     """The config's run keys as a nested dict (fixed settings left out)."""
+    from omegaconf import OmegaConf  # at use: see the module docstring
+
     out = typing.cast(dict, OmegaConf.to_container(OmegaConf.structured(config)))
     for key in fixed_keys(type(config)) if dataclasses.is_dataclass(config) else ():
         *parents, leaf = key.split(".")

@@ -427,7 +427,7 @@ class WebRLConfig:
                 and self.reward.kind == "programmatic"):
             raise ConfigError("reward.kind=programmatic cannot score a live-web tasks file (tasks.source=file has no "
                               "checker: every trajectory would be dropped as no_checker); use reward.kind=recipe or "
-                              "judge with a judge server (reward.openai.base_url)")
+                              "judge with a judge server (reward.base_url)")
         if self.learner.objective not in RL_OBJECTIVES:
             raise ConfigError(f"learner.objective must be one of {RL_OBJECTIVES} (the RL objective; the sft stage "
                               f"runs SFT), got {self.learner.objective!r}")

@@ -427,12 +427,13 @@ def replay_browsergym(episodes: Sequence[OracleEpisode], cache: Path) -> dict:
     """BrowserGym's marks at each state of webrl's episodes (see _browsergym_recall_runner.py)."""
     from dataclasses import asdict
 
-    from webrl.envs.execute import _SCROLL_JS, DEFAULT_WAIT_S
+    from webrl.envs.execute import DEFAULT_WAIT_S
+    from webrl.envs.page_scripts import SCROLL_JS
     from webrl.envs.miniwob import _START_JS, _STATE_JS
 
     job = {"pages": [], "miniwob": [asdict(e) for e in episodes], "viewport": list(MINIWOB_VIEWPORT),
            "repeats": 1, "resolve_js": RESOLVE_TRUTH_JS, "start_js": _START_JS, "state_js": _STATE_JS,
-           "scroll_js": _SCROLL_JS, "settle_s": SETTLE_S, "wait_s": DEFAULT_WAIT_S, "max_time_ms": 300_000}
+           "scroll_js": SCROLL_JS, "settle_s": SETTLE_S, "wait_s": DEFAULT_WAIT_S, "max_time_ms": 300_000}
     return run_browsergym(job, cache)
 
 

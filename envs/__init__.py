@@ -1,11 +1,12 @@
 """webrl.envs: websites wrapped as Gymnasium environments, hosted by Ray actors."""
 from webrl.envs.browser import BrowserConfig, BrowserSession, InfraError
 from webrl.envs.config import EnvWorkerConfig, WebEnvConfig
+from webrl.envs.live_web import make_live_web_env
 from webrl.envs.observation import ObservationConfig
 from webrl.envs.registry import LIVE_WEB_ID, make_env, register_envs
 from webrl.envs.safety import SafetyConfig
-from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task
-from webrl.envs.web_env import FixedTaskSource, LiveWebTask, WebEnv, make_live_web_env
+from webrl.envs.task import BaseTask, FixedTaskSource, LiveWebTask, Task, TaskReward, TaskSource, TaskSpec, as_task
+from webrl.envs.web_env import WebEnv
 from webrl.envs.worker import EnvWorker, make_env_worker_actor
 
 register_envs()

@@ -5,14 +5,17 @@ observes: tabs the page opened are followed (the newest becomes active), closed 
 dropped, tabs a dialog flood blocked are closed, the active page is waited on until ready, a
 tab that may still be coming (a target=_blank click, `window.open`) gets a short wait, and
 every tab is checked against the allowlist. What happened comes back as feedback notes.
+`resolve_alias` sends an action's URL on the task's shown origin to the real one.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from webrl.actions import Action
 from webrl.envs.browser import BrowserConfig, EpisodeEvents
 from webrl.envs.execute import PageUnresponsive
 from webrl.envs.observation import ObservationConfig, wait_ready_and_collect
@@ -86,6 +89,13 @@ class Episode:
     pooled: bool = False
     prefetched: Optional[tuple] = None
     """(page, url, collected): the element list the last readiness wait collected with it."""
+
+
+def resolve_alias(episode: Episode, action: Action) -> Action:
+    """`goto`/`new_tab` URLs on the task's shown origin go to the real one."""
+    if episode.alias is not None and action.kind in ("goto", "new_tab") and action.text:
+        return dataclasses.replace(action, text=episode.alias.resolve(action.text))
+    return action
 
 
 def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before: tuple[Any, str],

@@ -10,7 +10,8 @@ never uses `page.mouse` / `page.keyboard` / `page.evaluate`: those wait forever 
 main thread is stuck in a script (measured: `keyboard.press` never returned on a `while(true)`
 page). Point actions instead find the element under the point with a time-bounded script and
 act through a locator at that position; keys go through a locator on the focused element;
-scrolling is `scrollBy` on the scrollable ancestor under the point (no wheel events).
+scrolling is `scrollBy` on the scrollable ancestor under the point (no wheel events). The
+scripts live in `webrl.envs.page_scripts`.
 
 Element ids resolve to som.js's `data-webrl-id` marks; a mark inside a same-origin iframe is
 found by a time-bounded lookup that returns the frame path, and the action goes through frame
@@ -31,6 +32,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from webrl.actions import Action
 from webrl.envs.browser import BrowserConfig
+from webrl.envs.page_scripts import FOCUS_JS, FRAME_PATH_JS, POINT_JS, SCROLL_JS
 from webrl.envs.readiness import RESPONSIVE_PROBE_S, evaluate_with_timeout, is_responsive
 from webrl.envs import safety as limits  # ACTION_TIMEOUT_S, MAX_TABS read at call time (tests patch them)
 from webrl.envs.safety import Deadline, DomainAllowlist, SafetyConfig
@@ -48,101 +50,6 @@ _KEY_ALIASES = {k.lower(): k for k in (
 _KEY_ALIASES.update({"ctrl": "Control", "cmd": "Meta", "esc": "Escape", "return": "Enter",
                      "up": "ArrowUp", "down": "ArrowDown", "left": "ArrowLeft", "right": "ArrowRight",
                      "del": "Delete", "pgup": "PageUp", "pgdn": "PageDown"})
-
-# Marks the element under (x, y) with data-webrl-point=<mark>; returns its box offset.
-_POINT_JS = """({x, y, mark}) => {
-  const el = document.elementFromPoint(x, y);
-  if (!el) return null;
-  for (const old of document.querySelectorAll(`[data-webrl-point="${mark}"]`)) old.removeAttribute('data-webrl-point');
-  el.setAttribute('data-webrl-point', mark);
-  const r = el.getBoundingClientRect();
-  const text = (el.innerText || el.value || el.getAttribute('aria-label') || '').replace(/\\s+/g, ' ').trim();
-  return {tag: el.tagName.toLowerCase(), name: text.slice(0, 60), dx: x - r.left, dy: y - r.top};
-}"""
-
-# Resolves the field to type into (element id, else the focused element), focuses and marks it.
-_FOCUS_JS = """({id, needEditable}) => {
-  const TEXT = ['text', 'search', 'email', 'url', 'tel', 'password', 'number', 'date', 'time',
-                'datetime-local', 'month', 'week', ''];
-  const editable = (e) => !!e && ((e.tagName === 'TEXTAREA' && !e.readOnly && !e.disabled)
-    || (e.tagName === 'INPUT' && TEXT.includes((e.getAttribute('type') || '').toLowerCase())
-        && !e.readOnly && !e.disabled) || e.isContentEditable);
-  const frames = [];  // data-webrl-frame marks of the frames from the top document to el's
-  const enter = (frame) => {
-    const i = Array.prototype.indexOf.call(frame.ownerDocument.querySelectorAll('iframe, frame'), frame);
-    frame.setAttribute('data-webrl-frame', String(i));
-    frames.push(String(i));
-    return frame.contentDocument;
-  };
-  const find = (doc) => {  // the marked element in doc or, depth first, in its same-origin frames
-    const own = doc.querySelector(`[data-webrl-id="${id}"]`);
-    if (own) return own;
-    for (const frame of doc.querySelectorAll('iframe, frame')) {
-      let inner = null;
-      try { inner = frame.contentDocument; } catch (_) { inner = null; }
-      if (!inner) continue;
-      const depth = frames.length;
-      const found = find(enter(frame));
-      if (found) return found;
-      frames.length = depth;
-    }
-    return null;
-  };
-  let el = id === null ? document.activeElement : find(document);
-  while (id === null && el && (el.tagName === 'IFRAME' || el.tagName === 'FRAME') && el.contentDocument) {
-    el = enter(el).activeElement;  // focus inside a same-origin frame
-  }
-  if (!el) return {ok: false, why: 'missing'};
-  if (id !== null && needEditable && !editable(el)) {
-    const inner = el.control || el.querySelector('input, textarea, [contenteditable=""], [contenteditable="true"]');
-    if (editable(inner)) el = inner;
-  }
-  const tag = el.tagName.toLowerCase();
-  if (needEditable && !editable(el)) return {ok: false, why: id === null && (el === el.ownerDocument.body || tag === 'html') ? 'nofocus' : 'noteditable', tag};
-  for (const old of el.ownerDocument.querySelectorAll('[data-webrl-focus]')) old.removeAttribute('data-webrl-focus');
-  if (id !== null) el.focus();
-  el.setAttribute('data-webrl-focus', '1');
-  const text = 'value' in el && typeof el.value === 'string' ? el.value : (el.textContent || '');
-  return {ok: true, tag, hasText: text.length > 0, frames};
-}"""
-
-# The data-webrl-frame marks of the same-origin frames, from the top document down, whose
-# document holds `selector` ([] for the top document, null when no document does). som.js marks
-# elements inside same-origin iframes; Playwright's CSS engine enters shadow roots, not frames.
-_FRAME_PATH_JS = """(selector) => {
-  const search = (doc) => {
-    if (doc.querySelector(selector)) return [];
-    const frames = doc.querySelectorAll('iframe, frame');
-    for (let i = 0; i < frames.length; i++) {
-      let inner = null;
-      try { inner = frames[i].contentDocument; } catch (_) { inner = null; }
-      const path = inner && search(inner);
-      if (path) { frames[i].setAttribute('data-webrl-frame', String(i)); return [String(i), ...path]; }
-    }
-    return null;
-  };
-  try { return search(document); } catch (_) { return null; }
-}"""
-
-# Scrolls the nearest scrollable ancestor of the target (element id, point, or none = page).
-_SCROLL_JS = """({id, x, y, dx, dy}) => {
-  let el = id !== null ? document.querySelector(`[data-webrl-id="${id}"]`)
-         : (x !== null ? document.elementFromPoint(x, y) : null);
-  const root = document.scrollingElement || document.documentElement;
-  const canScroll = (e) => {
-    if (e === root) return true;
-    const s = getComputedStyle(e);
-    const overflow = dy !== 0 ? s.overflowY : s.overflowX;
-    const room = dy !== 0 ? e.scrollHeight > e.clientHeight : e.scrollWidth > e.clientWidth;
-    return room && (overflow === 'auto' || overflow === 'scroll' || overflow === 'overlay');
-  };
-  while (el && el !== root && !canScroll(el)) el = el.parentElement;
-  if (!el) el = root;
-  const before = [el.scrollLeft, el.scrollTop];
-  el.scrollBy({left: dx, top: dy, behavior: 'instant'});
-  return {moved: el.scrollLeft !== before[0] || el.scrollTop !== before[1], top: Math.round(el.scrollTop),
-          height: el.scrollHeight, page: el === root};
-}"""
 
 
 class ActionFailed(Exception):
@@ -217,7 +124,7 @@ def _in_frames(ctx: ActionContext, frames: Sequence[str] | None) -> Any:
 
 def _locator(ctx: ActionContext, element_id: int) -> Any:
     selector = f'[data-webrl-id="{element_id}"]'
-    frames = evaluate_with_timeout(ctx.tabs.page, _FRAME_PATH_JS, selector,
+    frames = evaluate_with_timeout(ctx.tabs.page, FRAME_PATH_JS, selector,
                                    ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     return _in_frames(ctx, frames).locator(selector)
 
@@ -231,7 +138,7 @@ def _to_viewport(ctx: ActionContext, x: float, y: float) -> tuple[float, float]:
 
 def _point_target(ctx: ActionContext, x: float, y: float, mark: str) -> tuple[Any, dict[str, Any]]:
     vx, vy = _to_viewport(ctx, x, y)
-    hit = evaluate_with_timeout(ctx.tabs.page, _POINT_JS, {"x": vx, "y": vy, "mark": mark},
+    hit = evaluate_with_timeout(ctx.tabs.page, POINT_JS, {"x": vx, "y": vy, "mark": mark},
                                 ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     if not hit:
         raise ActionFailed(f"nothing is under the point ({x:g}, {y:g})")
@@ -272,7 +179,7 @@ def _hover_at(action: Action, ctx: ActionContext) -> str:
 
 def _type(action: Action, ctx: ActionContext) -> str:
     element_id = None if action.element is None else _element(action, ctx)["id"]
-    found = evaluate_with_timeout(ctx.tabs.page, _FOCUS_JS, {"id": element_id, "needEditable": True},
+    found = evaluate_with_timeout(ctx.tabs.page, FOCUS_JS, {"id": element_id, "needEditable": True},
                                   ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     if not found["ok"]:
         if found["why"] == "nofocus":
@@ -322,7 +229,7 @@ def _scroll(action: Action, ctx: ActionContext) -> str:
     elif action.x is not None:
         arg["x"], arg["y"] = _to_viewport(ctx, action.x, action.y)
         where = f" at ({action.x:g}, {action.y:g})"
-    result = evaluate_with_timeout(ctx.tabs.page, _SCROLL_JS, arg,
+    result = evaluate_with_timeout(ctx.tabs.page, SCROLL_JS, arg,
                                    ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     if not result["moved"]:
         return f"Scrolled {action.direction}{where}: already at the end, nothing moved"
@@ -332,7 +239,7 @@ def _scroll(action: Action, ctx: ActionContext) -> str:
 
 def _press(action: Action, ctx: ActionContext) -> str:
     keys = [_normalize_key(k) for k in (action.text.split() or [" "])]
-    found = evaluate_with_timeout(ctx.tabs.page, _FOCUS_JS, {"id": None, "needEditable": False},
+    found = evaluate_with_timeout(ctx.tabs.page, FOCUS_JS, {"id": None, "needEditable": False},
                                   ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     target = _in_frames(ctx, found.get("frames")).locator("[data-webrl-focus]").first if found and found["ok"] \
         else ctx.tabs.page.locator("body")

@@ -1,6 +1,6 @@
 """Live-web task loaders: Online-Mind2Web JSON, WebVoyager JSONL and DeepShop JSONL.
 
-Each row becomes a `LiveWebTask` (the env's own, from web_env): a `TaskSpec` (goal, start URL,
+Each row becomes a `LiveWebTask` (`webrl.envs.task`): a `TaskSpec` (goal, start URL,
 allowed domains, provenance) whose `reward` is always `TaskReward(None)`, because only a judge
 (WebJudge, DeepShop's judge) can score a live website. Rows are validated before any task is
 built; every bad row is reported with its line number (JSONL: the physical line; JSON array:
@@ -21,8 +21,8 @@ are the start URL's host plus its registrable domain ("www.amazon.com" also allo
 "amazon.com" and so every *.amazon.com; "smile.amazon.co.uk" allows "amazon.co.uk",
 `webrl.envs.network.site_domains`), since live sites hop between sibling hosts. These bound
 top-level navigation only: live-web envs run with `SafetyConfig(subresource_policy=
-LIVE_WEB_SUBRESOURCE_POLICY)` ("public"), under which CDNs' stylesheets, scripts and images
-load from any public host and nothing reaches an internal address.
+LIVE_WEB_SUBRESOURCE_POLICY)` ("public", `webrl.envs.live_web`), under which CDNs' stylesheets,
+scripts and images load from any public host and nothing reaches an internal address.
 """
 from __future__ import annotations
 
@@ -33,13 +33,11 @@ from typing import Any, Callable, Optional, Sequence
 from urllib.parse import urlparse
 
 from webrl.envs.network import site_domains
-from webrl.envs.task import TaskSpec
-from webrl.envs.web_env import LiveWebTask  # reward value None: a judge scores live sites
+from webrl.envs.task import LiveWebTask, TaskSpec  # LiveWebTask: reward value None, a judge scores live sites
 
 FORMATS = ("online_mind2web", "webvoyager", "deepshop")
 LEVEL_WORDS = {"easy": 0, "medium": 1, "hard": 2}
 DEFAULT_MAX_STEPS = 30
-LIVE_WEB_SUBRESOURCE_POLICY = "public"
 
 
 class TaskLoadError(ValueError):

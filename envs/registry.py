@@ -24,7 +24,7 @@ LIVE_WEB_ID = "webrl/LiveWeb-v0"
 def register_envs() -> list[str]:
     """Register the envs this module owns in Gymnasium; returns their ids."""
     if LIVE_WEB_ID not in gymnasium.registry:
-        gymnasium.register(id=LIVE_WEB_ID, entry_point="webrl.envs.web_env:make_live_web_env",
+        gymnasium.register(id=LIVE_WEB_ID, entry_point="webrl.envs.live_web:make_live_web_env",
                            nondeterministic=False)
     return [LIVE_WEB_ID]
 

@@ -8,9 +8,9 @@
 each bound step it starts a step (`start(i)`: a fresh step deadline and dialog count, as every
 env step gets), reads the current page's elements with the observation's own collection (som.js,
 which also refreshes the `data-webrl-id` marks actions address), resolves the step's `Target`
-with `webrl.skills.resolve_target`, builds the step's `Action` and has the env execute it exactly
-like a normal step (`execute_action` + `settle`: same timeouts, allowlist and dialog guards, tab and
-navigation handling). Execution stops at the first step that fails, its target not found or its
+with `webrl.envs.skill_matching.resolve_target`, builds the step's `Action` and has the env
+execute it exactly like a normal step (`execute_action` + `settle`: same timeouts, allowlist and
+dialog guards, tab and navigation handling). Execution stops at the first step that fails, its target not found or its
 action failing; steps before it keep their effects and control returns to the agent.
 
 Messages (i is 1-based, n the number of steps):
@@ -48,7 +48,8 @@ from webrl.envs.episode import Episode
 from webrl.envs.execute import PageUnresponsive
 from webrl.envs.observation import ObservationConfig, collect_elements
 from webrl.envs.safety import Deadline
-from webrl.envs.skills import SkillArgsError, SkillFileError, SkillLibrary, SkillStep, resolve_target
+from webrl.envs.skill_matching import resolve_target
+from webrl.envs.skills import SkillArgsError, SkillFileError, SkillLibrary, SkillStep
 
 NO_LIBRARY = "no skill library: this environment has no skills (WebEnvConfig.skills_dir is empty)"
 TARGET_MISSING = "no element matches on this page"

@@ -7,20 +7,14 @@
                          SkillStep("press", text="Enter", guidance="Submit the search")),
                   url_patterns=("/shop/*",), leads_to="/shop/search*")
     actions = skill.bind({"query": "blue mug"})        # list[BoundStep]: targets + literal args
-    element_id = resolve_target(step.target, elements)  # against the current page's element list
+    element_id = resolve_target(step.target, elements)  # webrl.envs.skill_matching: on the current page
 
 A step's element is never a raw Set-of-Mark id (ids change with every page): it is a `Target`
 described by role and accessible name, either literal (`Target(role="button", name="Add to
 cart")`) or taken from a parameter (`Target(role="link", name="{item}")`, the parameter holding the
-element's accessible name). Text arguments may hold `{param}` placeholders (a literal brace is `{{` or `}}`). Resolution against a
-page (`resolve_target`) prefers an exact (case- and space-insensitive) name match, then a name that
-starts with the wanted one, then one that contains it; role must match when given. Elements in the
-viewport win ties, then document order. Resolution failing is a value (None), never an exception:
-the grounded executor reports it as the failing step.
-
-URL patterns are shell-style globs (`fnmatch`) matched against the URL's path, and against its query
-when the pattern has a "?" (the first "?" separates the two globs; it is no wildcard), so a skill keeps applying when the sandbox binds another port; a pattern that
-starts with "http" is matched against the whole URL.
+element's accessible name). Text arguments may hold `{param}` placeholders (a literal brace is `{{` or `}}`).
+How a `Target` resolves against a page (`resolve_target`) and how `url_patterns` match a URL
+(`url_matches`): `webrl.envs.skill_matching`.
 
 Interpretation of WebXSkill (its code is not public): the paper does not fix the step schema; we use
 webrl's own action kinds, the element-free kinds (press, scroll, goto, back, wait) included, and
@@ -33,19 +27,18 @@ the file and the field.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import json
 import os
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
-from urllib.parse import urlparse
+from typing import Any, Iterable, Mapping, Optional
 
 from webrl.actions import Action, ActionError, is_call_name
+from webrl.envs.skill_matching import url_matches
 
 __all__ = ["PARAM_TYPES", "REPORT_FILE", "STEP_KINDS", "BoundStep", "Skill", "SkillArgsError", "SkillFileError",
-           "SkillLibrary", "SkillParam", "SkillStep", "Target", "resolve_target", "url_matches"]
+           "SkillLibrary", "SkillParam", "SkillStep", "Target"]
 
 PARAM_TYPES = ("text", "element", "option", "url")
 """text: typed text; element: an element's accessible name; option: a select option label; url: a URL."""
@@ -332,67 +325,6 @@ def _step(s: Any, where: str) -> SkillStep:
         return step
     except (SkillFileError, ActionError) as e:
         raise SkillFileError(f"{where}: {e}") from None
-
-
-# -- matching --------------------------------------------------------------------------------
-def url_matches(pattern: str, url: str) -> bool:
-    """Glob `pattern` against `url`'s path (+ "?query" if the pattern has "?"), or the whole URL
-    when the pattern starts with "http"."""
-    if pattern.startswith(("http://", "https://")):
-        return fnmatch.fnmatchcase(url, pattern)
-    parsed = urlparse(url)
-    path_pattern, has_query, query_pattern = pattern.partition("?")  # "?" separates path and query
-    if not fnmatch.fnmatchcase(parsed.path or "/", path_pattern):
-        return False
-    return not has_query or fnmatch.fnmatchcase(parsed.query, query_pattern)
-
-
-def _norm(text: Any) -> str:
-    return " ".join(str(text or "").split()).casefold()
-
-
-def _role_of(element: Mapping[str, Any]) -> set[str]:
-    return {_norm(element.get("role")), _norm(element.get("tag"))} - {""}
-
-
-EDITABLE_ROLES = ("textbox", "searchbox", "spinbutton", "combobox", "input", "textarea")
-"""Roles (and tags) a `type` step can type into."""
-
-
-def resolve_target(target: Target, elements: Sequence[Mapping[str, Any]], kind: str = "") -> Optional[int]:
-    """The Set-of-Mark id of the element `target` describes, or None.
-
-    elements: the env's element dicts (`info["elements"]` or `turn.observation.elements`: id, role,
-    tag, name, in_viewport). Rank: exact name > prefix > substring (a target without a name takes
-    the first element of its role); in-viewport first, then document order. kind: the step's
-    action kind; a `type` step whose target names no role looks among EDITABLE_ROLES first (a
-    field's <label> carries the same name as the field).
-    """
-    if kind == "type" and not target.role:
-        editable = [e for e in elements if _role_of(e) & set(EDITABLE_ROLES)]
-        found = resolve_target(target, editable)
-        if found is not None:
-            return found
-    role, name = _norm(target.role), _norm(target.name)
-    best: Optional[tuple[int, int, int]] = None
-    for order, e in enumerate(elements):
-        if role and role not in _role_of(e):
-            continue
-        have = _norm(e.get("name"))
-        if not name:
-            rank = 0
-        elif have == name:
-            rank = 0
-        elif have.startswith(name):
-            rank = 1
-        elif name in have:
-            rank = 2
-        else:
-            continue
-        key = (rank, 0 if e.get("in_viewport", True) else 1, order)
-        if best is None or key < best:
-            best = key
-    return None if best is None else int(elements[best[2]]["id"])
 
 
 # -- library -----------------------------------------------------------------------------------

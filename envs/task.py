@@ -19,6 +19,9 @@ Objects written against the older, smaller protocol (`spec`, `setup`, `reward`,
 `oracle_action`, `teardown` only, `reward` returning a bare float or None) keep working:
 `as_task` fills in the missing hooks with `BaseTask`'s defaults and `as_task_reward` wraps a
 bare value with empty details. Anything else `reward` returns is a TypeError.
+
+`LiveWebTask` (a goal on a live site, scored by a judge) and `FixedTaskSource` (the same task
+every time) are what the live-web env runs (`webrl.envs.live_web`, `webrl.envs.loaders`).
 """
 from __future__ import annotations
 
@@ -215,6 +218,14 @@ class BaseTask:
         return None
 
 
+class LiveWebTask(BaseTask):
+    """A goal on a live site: the agent starts at `start_url`; only a judge can score it."""
+
+    def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
+        """`TaskReward(None)`: the page alone cannot tell whether a live-web goal was met."""
+        return TaskReward(None)
+
+
 # The older protocol's hooks; a task object must have these (and `spec`).
 REQUIRED_HOOKS = ("setup", "reward", "oracle_action", "teardown")
 OPTIONAL_HOOKS = ("prepare", "entry_url", "url_alias", "done")
@@ -263,6 +274,16 @@ class TaskSource(Protocol):
 
     def sample(self, rng: Any) -> Task:
         """A task instance drawn with `rng` (a `numpy.random.Generator`)."""
+
+
+@dataclass
+class FixedTaskSource:
+    """A `TaskSource` that always hands out the same task (picklable)."""
+
+    task: Any
+
+    def sample(self, rng: Any) -> Any:
+        return self.task
 
 
 def draw_tasks(source: Any, rng: Any, n: int, in_order: bool = False) -> list:

@@ -7,8 +7,8 @@ Departures from the OpenWebRL recipe and why:
   the browser reported, like the recipe; in addition a failed action is reported separately
   in `last_action_error` and never ends the episode.
 - Infrastructure failures (browser crash, page stuck in a script, step or episode over its time
-  limit) end the episode as truncated with `info["infra_error"]`; OpenWebRL likewise removes
-  such samples instead of scoring them 0.
+  limit) end the episode as truncated with `info["infra_error"]` (`webrl.envs.infra_errors`);
+  OpenWebRL likewise removes such samples instead of scoring them 0.
 - With `config.skills_dir`, `skill(name, args)` runs a library skill's steps as one env step
   (WebXSkill's grounded mode; `webrl.envs.skill_run` says where it interprets the paper).
 - With `config.tools`, `tool(name, args)` calls a tool the site exposes (a site API, a search URL,
@@ -20,9 +20,7 @@ Departures from the OpenWebRL recipe and why:
 """
 from __future__ import annotations
 
-import dataclasses
 import time
-from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Union
 
 import gymnasium
@@ -34,39 +32,22 @@ from webrl.actions import Action, ActionError, ParseError, parse_compact
 from webrl.envs.browser import BrowserSession, EpisodeEvents, InfraError, viewport_size
 from webrl.envs.config import WebEnvConfig, as_config
 from webrl.envs.context_pool import ReusableContext
-from webrl.envs.episode import Episode, Tabs, count_repeats, settle
+from webrl.envs.episode import Episode, Tabs, count_repeats, resolve_alias, settle
 from webrl.envs.execute import ActionContext, ActionFailed, PageUnresponsive, execute_action
-from webrl.envs.observation import (AnyText, blank_observation, build_observation, collect_elements,
-                                    observation_space, tabs_text)
+from webrl.envs.infra_errors import infra_error_reason, infra_error_step
+from webrl.envs.observation import AnyText, build_observation, collect_elements, observation_space, tabs_text
 from webrl.envs.network import AddressPolicy
 from webrl.envs.recording import Recorder
 from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_guards
 from webrl.envs.skill_run import EpisodeSkillSteps, run_skill, skill_step_count, skills_text
-from webrl.envs.tools import EpisodeToolRunner, Tool, load_tools_file, run_tool, task_tools, tool_step_count, tools_text
-from webrl.envs.task import BaseTask, Task, TaskReward, TaskSource, TaskSpec, as_task, as_task_reward
+from webrl.envs.tool_run import EpisodeToolRunner, run_tool
+from webrl.envs.tools import Tool, load_tools_file, task_tools, tool_step_count, tools_text
+from webrl.envs.task import LiveWebTask, Task, TaskSource, TaskSpec, as_task, as_task_reward
 from webrl.envs import watchdog as step_watchdog  # WATCHDOG_GRACE_S read at call time (a soak patches it)
 from webrl.envs.watchdog import BrowserWatchdog
 from webrl.envs.skills import SkillLibrary
 
 MAX_ACTION_CHARS = 4096
-
-
-class LiveWebTask(BaseTask):
-    """A goal on a live site: the agent starts at `start_url`; only a judge can score it."""
-
-    def reward(self, page: Any, answer: Optional[str]) -> TaskReward:
-        """`TaskReward(None)`: the page alone cannot tell whether a live-web goal was met."""
-        return TaskReward(None)
-
-
-@dataclass
-class FixedTaskSource:
-    """A `TaskSource` that always hands out the same task (picklable)."""
-
-    task: Any
-
-    def sample(self, rng: Any) -> Any:
-        return self.task
 
 
 class WebEnv(gymnasium.Env):
@@ -82,7 +63,7 @@ class WebEnv(gymnasium.Env):
     `info["skill"]` holds the record (`webrl.envs.skill_run`).
     `tool("search_catalog", query="mug")` calls a tool of `config.tools` as one env step: the
     result (an http tool's response text, cut to the tool's size) or the error goes into the
-    feedback / `last_action_error`; `info["tool"]` holds the record (`webrl.envs.tools`).
+    feedback / `last_action_error`; `info["tool"]` holds the record (`webrl.envs.tool_run`).
 
     ## Observation space
     `Dict` with "screenshot" (H, W, 3) uint8 with numbered Set-of-Mark boxes (H, W = viewport),
@@ -298,7 +279,7 @@ class WebEnv(gymnasium.Env):
             run = run_tool(parsed, self.tools, runner)
             feedback, error, deadline = run.feedback, run.error, runner.deadline
         else:
-            parsed = _resolve_alias(episode, parsed)  # info["action"] is what ran
+            parsed = resolve_alias(episode, parsed)  # info["action"] is what ran
             feedback, error = self._execute(episode, parsed, deadline)
         task = episode.task
         answer = parsed.text if isinstance(parsed, Action) and parsed.kind == "answer" else None
@@ -322,7 +303,7 @@ class WebEnv(gymnasium.Env):
         before = (episode.tabs.page, episode.tabs.page.url)
         if action is not None:
             try:
-                description = execute_action(_resolve_alias(episode, action), self._action_context(episode, deadline))
+                description = execute_action(resolve_alias(episode, action), self._action_context(episode, deadline))
             except ActionFailed as failure:
                 error = str(failure)
         notes = settle(episode, self.config.browser, deadline, before, description, self.config.observation)
@@ -375,40 +356,12 @@ class WebEnv(gymnasium.Env):
 
     def _end_with_infra_error(self, episode: Episode, parsed: Any, error: Exception, started: float,
                               watchdog: BrowserWatchdog):
-        reason = self._classify(episode, error, watchdog)
+        reason = infra_error_reason(error, episode, self.session, watchdog, self.config.safety.step_timeout_s)
         self._close_episode(clean=False)  # a context that failed is not reused
-        width, height = self.viewport
-        obs = blank_observation(height, width, episode.task.spec.goal, episode.steps,
-                                feedback="The episode ended because of an infrastructure error",
-                                error=reason)
+        obs, info = infra_error_step(episode, parsed, reason, self.viewport)
         self._last_obs = obs
-        info = {"elements": [], "raw_screenshot_png": b"", "task_id": episode.task.spec.id,
-                "reward_details": {}, "action": parsed if isinstance(parsed, Action) else None,
-                "infra_error": reason, "truncation_reason": "infra_error"}
-        if episode.recording is not None:
-            info.update(episode.recording.info())
         self.last_timings = {"step_s": time.perf_counter() - started}
         return obs, 0.0, False, True, info
-
-    def _classify(self, episode: Episode, error: Exception, watchdog: BrowserWatchdog) -> str:
-        """A reason string; relaunches the browser if it died."""
-        message = " ".join(str(error).split())[:300]
-        if not self.session.is_alive():
-            self.session.relaunch()
-            return f"browser_crashed: {message}"
-        if watchdog.fired:
-            return (f"page_unresponsive: a browser call of the step did not return within {watchdog.limit_s:g} s "
-                    f"(step limit {self.config.safety.step_timeout_s:g} s + watchdog grace); the page may be "
-                    "stuck in a script, and the step watchdog closed the episode's tabs")
-        if self.session.generation != episode.generation:
-            return f"browser_relaunched: this episode's browser was replaced ({message})"
-        if episode.events.crashed or "crash" in message.lower():
-            return f"page_crashed: {message}"
-        if isinstance(error, StepTimeLimit):
-            return f"step_time_limit: {message}"
-        if isinstance(error, PageUnresponsive):
-            return f"page_unresponsive: {message}"
-        return f"browser_error: {type(error).__name__}: {message}"
 
     def _close_episode(self, clean: bool = True) -> None:
         """End the running episode: its task's teardown, then its context is closed, or kept
@@ -431,13 +384,6 @@ class WebEnv(gymnasium.Env):
             pass
 
 
-def _resolve_alias(episode: Episode, action: Action) -> Action:
-    """`goto`/`new_tab` URLs on the task's shown origin go to the real one."""
-    if episode.alias is not None and action.kind in ("goto", "new_tab") and action.text:
-        return dataclasses.replace(action, text=episode.alias.resolve(action.text))
-    return action
-
-
 def _parse(action: Any) -> Union[Action, ParseError]:
     if isinstance(action, Action):
         return action
@@ -451,22 +397,3 @@ def _parse(action: Any) -> Union[Action, ParseError]:
         except (ActionError, TypeError) as error:
             return ParseError(f"invalid action dict: {error}")
     return ParseError(f"expected an Action or a compact-grammar string, got {type(action).__name__}")
-
-
-def make_live_web_env(goal: str, start_url: str, allowed_domains: tuple[str, ...] = (),
-                      max_steps: int = 15, task_id: str = "liveweb", config: Any = None,
-                      session: Optional[BrowserSession] = None, render_mode: Optional[str] = None) -> WebEnv:
-    """Entry point of `webrl/LiveWeb-v0`: one live-web goal starting at `start_url`. A config given
-    as a dict (or none) runs under the live-web network policy (`safety.subresource_policy=
-    "public"`: subresources from public hosts, nothing internal) unless it sets a policy itself."""
-    from webrl.envs.loaders import LIVE_WEB_SUBRESOURCE_POLICY
-
-    if config is None or isinstance(config, Mapping):
-        config = dict(config or {})
-        safety = dict(config.get("safety") or {})
-        safety.setdefault("subresource_policy", LIVE_WEB_SUBRESOURCE_POLICY)
-        config["safety"] = safety
-    spec = TaskSpec(id=task_id, goal=goal, start_url=start_url, allowed_domains=tuple(allowed_domains),
-                    max_steps=max_steps, site="liveweb")
-    return WebEnv(config=config, tasks=FixedTaskSource(LiveWebTask(spec)), session=session,
-                  render_mode=render_mode)

@@ -31,7 +31,7 @@ call into the skill's steps (`webrl.envs.skill_run`).
 
 `tool` (The Tool Illusion: tools as higher-level actions) calls a tool the site exposes (a site
 API, a search URL, a macro) as one step; it has exactly `skill`'s shape: the tool's name in
-`text`, its arguments as string keywords in `args` (`webrl.envs.tools` runs it). `CALL_KINDS`
+`text`, its arguments as string keywords in `args` (`webrl.envs.tool_run` runs it). `CALL_KINDS`
 names the two kinds of this shape.
 """
 from __future__ import annotations

@@ -14,7 +14,8 @@ from webrl.actions import Action
 from webrl.envs.miniwob import (ENV_ID_FORMAT, MiniWoBConfig, MiniWoBTask, MiniWoBTaskSource,
                                 flight_goal, miniwob_base_url, miniwob_html_dir, miniwob_task_names,
                                 register_miniwob_envs, task_path)
-from webrl.envs.miniwob_oracles import ORACLES, find, quoted
+from webrl.envs.miniwob_lookup import find, quoted
+from webrl.envs.miniwob_oracles import ORACLES
 from webrl.envs.observation import oracle_view
 from webrl.envs.task import Task, TaskSource
 

@@ -203,7 +203,7 @@ def test_resolver_overrides_reach_chromium_flags():
 
 
 def test_the_live_web_env_runs_under_the_public_policy_unless_its_config_sets_one():
-    from webrl.envs.web_env import make_live_web_env
+    from webrl.envs.live_web import make_live_web_env
 
     env = make_live_web_env("find the docs", "http://public.test/")  # no browser starts before reset
     assert env.config.safety.subresource_policy == "public"

@@ -11,8 +11,8 @@ from webrl.actions import Action
 from webrl.envs import WebEnv, WebEnvConfig
 from webrl.envs.sites import server
 from webrl.envs.sites.source import make_task
-from webrl.envs.tools import (NO_TOOLS, Tool, ToolFileError, ToolParam, load_tools_file, run_tool, task_tools,
-                              tool_step_count, tools_text)
+from webrl.envs.tool_run import NO_TOOLS, HttpResult, run_tool
+from webrl.envs.tools import Tool, ToolFileError, ToolParam, load_tools_file, task_tools, tool_step_count, tools_text
 from webrl.envs.worker import EnvStepResult
 from webrl.envs.skills import SkillStep, Target
 from webrl.types import Turn, load_trajectories, save_trajectories
@@ -39,8 +39,6 @@ class Runner:
         return text.replace("http://127.0.0.1:5000", "http://sandbox.test")
 
     def http(self, method, url, form):
-        from webrl.envs.tools import HttpResult
-
         self.asked.append((method, url))
         return HttpResult(200, json.dumps({"n": 1, "u": "http://127.0.0.1:5000/x"}, indent=2), "application/json")
 

@@ -12,9 +12,9 @@
 from webrl.skills.extract import ExtractionConfig, ExtractionResult, extract_skills, validate
 from webrl.policy.skills.graph import SkillGraph
 from webrl.policy.skills.guided import SkillGuidedPolicy, SkillsConfig
+from webrl.envs.skill_matching import resolve_target, url_matches
 from webrl.envs.skills import (PARAM_TYPES, REPORT_FILE, STEP_KINDS, BoundStep, Skill, SkillArgsError,
-                                SkillFileError, SkillLibrary, SkillParam, SkillStep, Target, resolve_target,
-                                url_matches)
+                                SkillFileError, SkillLibrary, SkillParam, SkillStep, Target)
 
 __all__ = ["PARAM_TYPES", "REPORT_FILE", "STEP_KINDS", "BoundStep", "ExtractionConfig", "ExtractionResult", "Skill",
            "SkillArgsError", "SkillFileError", "SkillGraph", "SkillGuidedPolicy", "SkillLibrary", "SkillParam",

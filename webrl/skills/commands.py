@@ -33,7 +33,8 @@ from webrl.config import ConfigError
 from webrl.rollout.agents import action_decision
 from webrl.rollout.episode import Decided, EndEpisode, EpisodeInfraError, EpisodeSpec, run_episode
 from webrl.rollout.slots import GymSlot
-from webrl.envs.skills import Skill, resolve_target, url_matches
+from webrl.envs.skill_matching import resolve_target, url_matches
+from webrl.envs.skills import Skill
 
 __all__ = ["SkillsCommandConfig", "WebEnvReplay", "extract_to_folder", "load_source", "sandbox_task", "skills_main"]
 

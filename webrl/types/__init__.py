@@ -98,7 +98,7 @@ class Turn:
       `response_ids`, the tokens the agent generated (the one `skill(...)` call), never on the
       skill's expansion, so nothing downstream reads this field to build a `Batch`.
     tool_call: when `action` is a `tool(...)` call, the env's record of it (`info["tool"]`,
-      `webrl.envs.tools`: name, kind, args, ok, error, url, status, result_chars, truncated, steps);
+      `webrl.envs.tool_run`: name, kind, args, ok, error, url, status, result_chars, truncated, steps);
       {} for every other turn. A record only, like `skill_steps` (the result text itself is in
       `feedback`); a separate field because a tool call is one result, not a list of steps.
     """

@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
+from webrl.config import fixed
 from webrl.envs.browser import BrowserConfig
 from webrl.envs.network import NetworkPolicyConfig, chromium_resolver_rules
 from webrl.envs.observation import ObservationConfig
@@ -142,7 +143,7 @@ class EnvWorkerConfig:
     """Hard limit for one env step (action + readiness + observation)."""
     episode_timeout_s: float = SafetyConfig.episode_timeout_s
     """Env time (inside reset/step) after which the episode is truncated."""
-    dialog_policy: str = SafetyConfig.dialog_policy
+    dialog_policy: str = fixed(SafetyConfig.dialog_policy, "a dialog's default answer lets the page go on; `WebEnvConfig` takes dismiss")
     """"accept" (a prompt gets its default text) or "dismiss" every dialog."""
     subresource_policy: str = SafetyConfig.subresource_policy
     """"allowlist" (every request stays on the task's domains), "any" (only navigations are
@@ -154,7 +155,7 @@ class EnvWorkerConfig:
     "selectors" (the selector-only lists the shipped checkpoints were trained on)."""
     recording: RecordingConfig = field(default_factory=RecordingConfig)
     """Record each episode's traffic to a HAR file, or replay episodes from them (off by default)."""
-    max_steps: int = WebEnvConfig.max_steps
+    max_steps: int = fixed(WebEnvConfig.max_steps, "a run's turn limit is rollout.max_turns")
     """Truncate episodes after this many steps; 0 = each task's own `spec.max_steps`."""
     skills_dir: str = WebEnvConfig.skills_dir
     """A skill library folder the agent may call with `skill(name, args)` ("" = no skills;
@@ -195,13 +196,17 @@ def _register_moved_keys() -> None:
     renamed = {f"env.env.{section}.{name}": f"env.{name}" for section, names in (
         ("browser", ("executable_path", "headless", "viewport", "connect_url", "load_timeout_s")),
         ("observation", ("discovery",)),
-        ("safety", ("step_timeout_s", "episode_timeout_s", "dialog_policy", "subresource_policy")))
+        ("safety", ("step_timeout_s", "episode_timeout_s", "subresource_policy")))
         for name in names}
     renamed.update({f"env.env.safety.network.{name}": f"env.network.{name}"
-                    for name in ("internal_networks", "public_stand_ins", "resolver_overrides")})
+                    for name in ("internal_networks", "public_stand_ins")})
     renamed.update({f"env.env.recording.{name}": f"env.recording.{name}" for name in ("mode", "dir")})
-    renamed.update({f"env.env.{name}": f"env.{name}" for name in ("max_steps", "skills_dir", "tools")})
+    renamed.update({f"env.env.{name}": f"env.{name}" for name in ("skills_dir", "tools")})
     moved = {old: f"renamed to {new}" for old, new in renamed.items()}
+    moved["env.env.safety.dialog_policy"] = "removed: dialogs are accepted (their default answer) in runs"
+    moved["env.env.safety.network.resolver_overrides"] = ("removed from the run config: runs resolve names through "
+                                                          "DNS; code sets NetworkPolicyConfig.resolver_overrides")
+    moved["env.env.max_steps"] = "removed: a run's turn limit is rollout.max_turns"
 
     def fixed(value: float, unit: str, module: Any, constant: str) -> str:
         return f"removed: fixed at {value:g}{unit} ({module.__name__}.{constant})"
@@ -219,7 +224,7 @@ def _register_moved_keys() -> None:
         "env.env.browser.navigation_grace_s": fixed(readiness.NAVIGATION_GRACE_S, " s", readiness,
                                                     "NAVIGATION_GRACE_S"),
         "env.env.browser.extra_args": "removed from the run config: Chromium flags go in BrowserConfig.extra_args "
-                                      "(Python: EnvWorker(env_config=...)); env.network.resolver_overrides adds "
+                                      "(Python: EnvWorker(env_config=...)); NetworkPolicyConfig.resolver_overrides adds "
                                       "--host-resolver-rules itself",
         "env.env.browser.reuse_context": "removed: each slot's context is always kept and scrubbed between episodes "
                                          "(Python: WebEnv(reuse_context=False))",

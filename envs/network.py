@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 from urllib.parse import urljoin, urlsplit
 
+from webrl.config import fixed
+
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 
 DEFAULT_INTERNAL_NETWORKS = (
@@ -69,7 +71,7 @@ class NetworkPolicyConfig:
     public_stand_ins: tuple[str, ...] = ()
     """CIDRs inside `internal_networks` that count as public anyway: tests serve the "public"
     web from ("127.0.0.1/32",) and keep the rest of 127.0.0.0/8 internal."""
-    resolver_overrides: dict[str, str] = field(default_factory=dict)
+    resolver_overrides: dict[str, str] = fixed({}, "runs resolve names through DNS; code that builds the env maps stand-in hosts")
     """Host name -> IP used instead of DNS, by this guard and (through `--host-resolver-rules`,
     added by `WebEnvConfig`) by Chromium, so both agree: {"public.test": "127.0.0.1"}."""
 

@@ -198,8 +198,8 @@ def test_greedy_decisions_are_token_identical_on_both_engines(world, stack):
     threshold = 0.999 if stack == "loci+cascade" else 0.0  # both cascade paths: heads decide / defer
     decisions = {}
     for engine in ("transformers", "server"):
-        config = load_config(WebRLConfig, None, [*overrides(world, engine, stack, threshold),
-                                                 "generator.sampling.greedy=true"])
+        config = load_config(WebRLConfig, None, overrides(world, engine, stack, threshold))
+        config.generator.sampling.greedy = True  # evaluation's decoding; not a run setting
         built = engine_for(world, config)
         decisions[engine] = built.act(requests)
         if engine == "server":

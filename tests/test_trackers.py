@@ -34,11 +34,11 @@ def test_trackers_are_off_by_default_and_nothing_is_written(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    (["run.trackers=[tensorboard]"], r"run.trackers entries must be distinct and among \['wandb', 'mlflow'\]"),
-    (["run.trackers=[wandb,wandb]"], r"must be distinct"),
-    (["run.wandb_project=mine"], r"run.wandb_project='mine' is only read with 'wandb' in run.trackers"),
-    (["run.trackers=[wandb]", "run.mlflow_experiment=x"], r"run.mlflow_experiment='x' is only read with 'mlflow'"),
-    (["run.trackers=[mlflow]", "run.mlflow_experiment="], r"run.mlflow_experiment must be a non-empty name"),
+    (["run.trackers=[tensorboard]"], r"run.trackers entries must be distinct, .* among \['wandb', 'mlflow'\]"),
+    (["run.trackers=[wandb,wandb:p]"], r"must be distinct"),
+    (["run.trackers=['mlflow:']"], r"a non-empty PROJECT, got \['mlflow:'\]"),
+    (["run.wandb_project=mine"], r"'run.wandb_project' .* is gone: renamed: run.trackers=\[wandb:PROJECT\]"),
+    (["run.mlflow_experiment=x"], r"'run.mlflow_experiment' .* is gone: renamed: run.trackers=\[mlflow:EXPERIMENT\]"),
 ])
 def test_bad_tracker_settings_name_the_key_and_allowed_values(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -46,8 +46,8 @@ def test_bad_tracker_settings_name_the_key_and_allowed_values(override, message)
 
 
 def test_tracker_keys_load_from_overrides():
-    cfg = load_config(WebRLConfig, None, ["run.trackers=[mlflow,wandb]", "run.wandb_project=p"])
-    assert (cfg.run.trackers, cfg.run.wandb_project, cfg.run.mlflow_experiment) == (["mlflow", "wandb"], "p", "webrl")
+    cfg = load_config(WebRLConfig, None, ["run.trackers=[mlflow,wandb:p]"])
+    assert cfg.run.trackers == ["mlflow", "wandb:p"] and cfg.run.tracker_projects() == {"mlflow": "webrl", "wandb": "p"}
 
 
 def test_missing_library_is_a_clear_error(tmp_path, monkeypatch, tracker_env):
@@ -78,8 +78,7 @@ RECORDS = [  # what the trainer logs: a stage event at step = record number, the
 def test_wandb_and_mlflow_offline_runs_read_back(tmp_path, tracker_env):
     pytest.importorskip("wandb")
     mlflow = pytest.importorskip("mlflow")
-    cfg = WebRLConfig(run=RunConfig(name="tracked", trackers=["wandb", "mlflow"], wandb_project="proj",
-                                    mlflow_experiment="exp", seed=7))
+    cfg = WebRLConfig(run=RunConfig(name="tracked", trackers=["wandb:proj", "mlflow:exp"], seed=7))
     log = RunLog(tmp_path, config=cfg)
     for record in RECORDS:
         log(record)
@@ -119,7 +118,7 @@ def test_wandb_and_mlflow_offline_runs_read_back(tmp_path, tracker_env):
     assert sorted((m.step, m.value) for m in loss) == [(1, 0.5), (2, 0.25)]
     assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "eval/success")] == [(1, 0.25)]
     assert "rl/note" not in run.data.metrics
-    assert run.data.params["run.seed"] == "7" and run.data.params["run.trackers"] == "['wandb', 'mlflow']"
+    assert run.data.params["run.seed"] == "7" and run.data.params["run.trackers"] == "['wandb:proj', 'mlflow:exp']"
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "before_after.txt", "before_after.json"} <= artifacts
     table = json.loads(open(client.download_artifacts(run.info.run_id, "before_after.json", str(tmp_path))).read())

@@ -389,8 +389,8 @@ def test_a_resumed_run_keeps_the_estimates_counts_under_its_own_prior(tmp_path):
         def load(self, path):
             return {"iteration": 3, "success_estimates": saved.state_dict()}
 
-    config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "rollout.balanced.enabled=true",
-                                              "rollout.balanced.prior_success_rate=0.2"])
+    config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "rollout.balanced.enabled=true"])
+    config.rollout.balanced.prior_success_rate = 0.2  # a fixed setting (0.5 in runs) that code may set
     trainer = Trainer(config, actors=LocalActors())
     trainer.learner = Loading()
     trainer.load(tmp_path / "step-00000003")

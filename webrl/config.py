@@ -70,26 +70,23 @@ class RunConfig:
     resume: bool = False
     """Continue from the last checkpoint in run_dir."""
     trackers: list[str] = dataclasses.field(default_factory=list)
-    """Experiment trackers beside metrics.jsonl and TensorBoard, offline, inside the run folder:
-    wandb | mlflow (`webrl.run.trackers`); [] = none."""
-    wandb_project: str = "webrl"
-    """W&B project of the offline run (needs "wandb" in run.trackers)."""
-    mlflow_experiment: str = "webrl"
-    """MLflow experiment of the run (needs "mlflow" in run.trackers)."""
+    """Experiment trackers beside metrics.jsonl and TensorBoard, offline, inside the run folder,
+    each "NAME" or "NAME:PROJECT" (NAME: wandb | mlflow; PROJECT: the W&B project or MLflow
+    experiment, default "webrl"; `webrl.run.trackers`); [] = none."""
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
             raise ConfigError(f"run.name must be a non-empty name without '/', got {self.name!r}")
         self.trackers = list(self.trackers)
-        bad = [t for t in self.trackers if t not in TRACKERS]
-        if bad or len(set(self.trackers)) != len(self.trackers):
-            raise ConfigError(f"run.trackers entries must be distinct and among {list(TRACKERS)}, got {self.trackers}")
-        for key, tracker, default in (("wandb_project", "wandb", "webrl"), ("mlflow_experiment", "mlflow", "webrl")):
-            if getattr(self, key) != default and tracker not in self.trackers:
-                raise ConfigError(f"run.{key}={getattr(self, key)!r} is only read with {tracker!r} in run.trackers "
-                                  f"(now {self.trackers}); add it there or leave run.{key} at {default!r}")
-            if not getattr(self, key):
-                raise ConfigError(f"run.{key} must be a non-empty name")
+        names = [str(t).partition(":")[0] for t in self.trackers]
+        bad = [t for t, n in zip(self.trackers, names) if n not in TRACKERS or str(t).endswith(":")]
+        if bad or len(set(names)) != len(names):
+            raise ConfigError(f"run.trackers entries must be distinct, each NAME or NAME:PROJECT with NAME among "
+                              f"{list(TRACKERS)} and a non-empty PROJECT, got {self.trackers}")
+
+    def tracker_projects(self) -> dict[str, str]:
+        """run.trackers as tracker name -> project (W&B) or experiment (MLflow)."""
+        return {name: project or "webrl" for name, _, project in (str(t).partition(":") for t in self.trackers)}
 
 
 MODEL_FAMILIES = ("qwen2.5-vl", "qwen3-vl")
@@ -154,6 +151,8 @@ def fixed(default: Any, why: str) -> Any:
     test) may pass it; a run uses `default`, and a preset or override that sets it fails with
     `why`. For the settings no run needs to change (numerical epsilons, retry caps, geometry
     constants), so the run's surface stays small without taking the knob from library code."""
+    if isinstance(default, (list, dict, set)):  # a mutable default: each instance gets its own copy
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata={"fixed": why})
     return dataclasses.field(default=default, metadata={"fixed": why})
 
 
@@ -168,7 +167,8 @@ def fixed_keys(schema: type, prefix: str = "") -> dict[str, str]:
     for f in dataclasses.fields(schema):
         key, tp = f"{prefix}{f.name}", hints[f.name]
         if is_fixed(f):
-            out[key] = f"fixed at {f.default!r} in runs ({f.metadata['fixed']}); only code that builds {schema.__name__} sets it"
+            value = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            out[key] = f"fixed at {value!r} in runs ({f.metadata['fixed']}); only code that builds {schema.__name__} sets it"
         elif dataclasses.is_dataclass(tp):
             out.update(fixed_keys(tp, key + "."))
     return out

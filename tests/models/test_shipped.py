@@ -67,7 +67,7 @@ def test_shipped_checkpoint_meets_its_model_card(name, tmp_path, monkeypatch):
     for key, value in sample["env"].items():  # the env workers (Ray actors) inherit it
         monkeypatch.setenv(key, value)
     config = load_config(WebRLConfig, "default", [*prompt, *sample["overrides"], f"run.run_dir={tmp_path / 'eval'}",
-                                                  f"model.path={folder}", "eval.export_om2w=false"])
+                                                  f"model.path={folder}"])
     summary = Trainer(config).run_eval()
     assert summary.tasks == sample["tasks"] and summary.dropped == 0
     assert summary.success >= sample["success"] - sample["margin_tasks"] / sample["tasks"], (summary, sample)

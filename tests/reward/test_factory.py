@@ -38,11 +38,12 @@ def test_backend_configuration_errors_name_the_field(tmp_path):
 
 
 def test_configs_load_through_the_project_loader():
-    config = load_config(JudgeAgreementConfig, None, ["trajectories=x.jsonl", "reward.judge=deepshop",
-                                                     "reward.prompt_version=1"])
+    config = load_config(JudgeAgreementConfig, None, ["trajectories=x.jsonl", "reward.judge=deepshop"])
     assert config.reward.judge == "deepshop" and config.reward.prompt_version == 1
     with pytest.raises((ConfigError, ValueError), match="judge"):
         load_config(RewardConfig, None, ["judge=gpt"])
+    with pytest.raises(ConfigError, match=r"'reward.prompt_version' .* is not a run setting: fixed at 1 .*v1 is the"):
+        load_config(JudgeAgreementConfig, None, ["trajectories=x.jsonl", "reward.prompt_version=2"])
 
 
 @pytest.mark.parametrize("old, new", [
@@ -52,7 +53,7 @@ def test_configs_load_through_the_project_loader():
     ("reward.backend=local", "derived from reward.base_url"),
     ("reward.local_model_path=ckpt", "merged into reward.model"),
     ("reward.judging.cache_dir=x", "renamed to reward.cache_dir"),
-    ("reward.webjudge.prompt_version=2", "merged into reward.prompt_version"),
+    ("reward.webjudge.prompt_version=2", "removed: every judge uses its v1 prompts"),
     ("reward.deepshop.last_screenshots=5", "DeepShopJudgeConfig: last_screenshots 15"),
     ("reward.recipe.not_done_reward=-0.5", "RecipeRewardConfig"),
     ("reward.programmatic.success_threshold=0.5", "renamed to reward.success_threshold"),

@@ -63,7 +63,8 @@ class OptimConfig:
     """LR schedule after warm-up: "constant", "linear" (decay to min_lr_ratio) or "cosine"."""
     warmup_steps: int = 0
     """Optimizer steps of linear warm-up from 0 to lr."""
-    total_steps: int = 1000
+    total_steps: int = fixed(1000, "a run spans its own optimizer steps: trainer.iterations x mini_batches x ppo_epochs "
+                             "for RL, the passes' steps for SFT")
     """Optimizer steps the decaying schedules span (ignored by "constant")."""
     min_lr_ratio: float = fixed(0.0, "the decaying schedules end at 0")
     """Final LR of "linear" / "cosine" as a fraction of lr."""
@@ -143,7 +144,7 @@ class WeightSyncConfig:
     object_store for the transformers engine, disk for servers (the behaviour before the
     broadcast existed; on CPU the broadcast measured faster, benchmarks/results/
     weight_sync_2026-12-01, but the trainer's Ray runs have not yet been exercised with it)."""
-    bucket_mb: float = 256.0
+    bucket_mb: float = fixed(256.0, "the bucket size changes the broadcast's speed, not the weights: benchmarks/weight_sync.py measures others")
     """Bucket size of the broadcast in MiB: consecutive tensors up to this many bytes travel as
     one flat tensor (a larger tensor travels alone)."""
     backend: str = "auto"
@@ -187,7 +188,7 @@ def resolve_weight_sync(config: WeightSyncConfig, engine: str, learner_gpus: boo
                           f"allowed with it: {['auto', *allowed]}")
     if mode != "collective":
         defaults = WeightSyncConfig.__dataclass_fields__
-        unread = [k for k in ("bucket_mb", "backend") if getattr(config, k) != defaults[k].default]
+        unread = [k for k in ("backend",) if getattr(config, k) != defaults[k].default]
         if unread:
             raise ConfigError(f"learner.weight_sync.{', '.join(unread)} only act with learner.weight_sync.mode="
                               f"collective (the mode here is {mode!r}); set the mode or leave them at their defaults")
@@ -265,7 +266,7 @@ class LearnerConfig:
     """PPO: GAE and the value loss."""
     consistency: ConsistencyConfig = field(default_factory=ConsistencyConfig)
     """Rollout-vs-learner log-prob check of every update (`webrl.learner.consistency`)."""
-    sft: Optional[SFTConfig] = None
+    sft: Optional[SFTConfig] = fixed(None, "the SFT stage sets it from sft.action_weight / coordinate_factor / direct_fraction")
     """The SFT stage's loss weights (set by that stage from sft.*; None = uniform cross-entropy)."""
 
     def __post_init__(self) -> None:

@@ -44,7 +44,7 @@ class SamplingConfig:
     """Top-k sampling; 0 = off (the RL default: sample the real distribution)."""
     max_new_tokens: int = 256
     """Response length cap per turn."""
-    greedy: bool = False
+    greedy: bool = fixed(False, "rollouts sample; evaluation's worker decodes greedily")
     """Argmax decoding (evaluation); temperature/top-p/top-k are ignored."""
     stop_at_tool_call: bool = fixed(True, "decoding stops after a complete tool or skill call, as the env runs one per turn")
     """Stop right after `</tool_call>` (besides <|im_end|> / <|endoftext|>)."""

@@ -42,7 +42,7 @@ def _register_moved_keys() -> None:
     renamed = {f"reward.openai.{k}": f"renamed to reward.{k}"
                for k in ("base_url", "model", "api_key_env", "timeout_s", "max_retries")}
     renamed.update({f"reward.judging.{k}": f"renamed to reward.{k}" for k in ("max_tokens", "temperature", "cache_dir")})
-    renamed.update({f"reward.{j}.prompt_version": "merged into reward.prompt_version (one for the run's judge)"
+    renamed.update({f"reward.{j}.prompt_version": "removed: every judge uses its v1 prompts"
                     for j in ("webjudge", "action_history", "deepshop")})
     table = {
         **renamed,
@@ -62,11 +62,9 @@ def _register_moved_keys() -> None:
                                          "takes on_unparseable=fail for tests)",
         "reward.judging": "section removed: reward.judging.X is now reward.X (max_tokens, temperature, cache_dir)",
         "reward.webjudge": f"{_FIXED} (WebJudgeConfig: score_threshold 3, max_images 50, image_workers 4, "
-                           f"note_chars 400); reward.webjudge.prompt_version -> reward.prompt_version",
-        "reward.action_history": f"{_FIXED} (ActionHistoryJudgeConfig: last_screenshots 3); "
-                                 f"reward.action_history.prompt_version -> reward.prompt_version",
-        "reward.deepshop": f"{_FIXED} (DeepShopJudgeConfig: last_screenshots 15, params_key task_params); "
-                           f"reward.deepshop.prompt_version -> reward.prompt_version",
+                           f"note_chars 400)",
+        "reward.action_history": f"{_FIXED} (ActionHistoryJudgeConfig: last_screenshots 3)",
+        "reward.deepshop": f"{_FIXED} (DeepShopJudgeConfig: last_screenshots 15, params_key task_params)",
         "reward.recipe": f"{_FIXED} (RecipeRewardConfig: -1 after 3 unparseable turns in a row, 0 for a final "
                          f"unparseable turn or no done action); the rules apply with reward.kind=recipe",
         "reward.programmatic.success_threshold": "renamed to reward.success_threshold",
@@ -112,7 +110,7 @@ class RewardConfig:
     temperature: float = 0.0
     """Judge sampling temperature (0 = greedy: reproducible and cacheable; some reasoning models
     accept only 1)."""
-    prompt_version: int = 1
+    prompt_version: int = fixed(1, "v1 is the prompt version shipped for every judge")
     """Version N of the judge's prompt files, prompts/<judge>_*_v<N>.txt."""
     cache_dir: str = ""
     """Folder of the verdict cache (keyed by judge, model, prompts and the judged content); empty =

@@ -71,7 +71,7 @@ class BalancedRolloutConfig:
     """Fewest rollouts given to a chosen task (>= 2: a group of one is never informative)."""
     max_group: int = 16
     """Most rollouts given to a chosen task."""
-    prior_success_rate: float = 0.5
+    prior_success_rate: float = fixed(0.5, "an unseen family starts at even odds")
     """Prior mean success rate of a family not yet seen, in (0, 1)."""
     prior_strength: float = fixed(2.0, "the prior's weight in pseudo-observations")
     """Prior weight in pseudo-rollouts (a0 + b0); > 0."""

@@ -25,7 +25,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     """Interface a launched server binds; 0.0.0.0 on a multi-node cluster (its URL then names
     the node's IP address)."""
-    port: int = 0
+    port: int = fixed(0, "a launched server takes a free port on its node; its URL is logged and reported")
     """Port of launched server i: port + i; 0 = a free port on the server's node."""
     cpus_per_server: float = 1.0
     """CPUs each launched server's actor reserves."""
@@ -35,7 +35,7 @@ class ServerConfig:
     """A launched server must answer GET /health this soon after each (re)start."""
     max_restarts: int = 3
     """Restarts of a launched server that died; one more death is fatal to the run's requests."""
-    down_wait_s: float = -1.0
+    down_wait_s: float = fixed(-1.0, "-1: a launched server's restart is waited out, user-started servers fail over at once")
     """How long a request keeps retrying while every server is unreachable (restarting);
     -1 = startup_timeout_s with `launch`, 0 (fail over and fail at once) with `urls`."""
     timeout_s: float = fixed(0.0, "0 = rollout.inference_timeout_s: a request waits as long as the rollout waits for it")

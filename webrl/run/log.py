@@ -37,9 +37,7 @@ class RunLog:
         self._tb = _tensorboard(Path(run_dir) / "tb")
         self.trackers: list[Any] = []
         if config is not None and config.run.trackers:
-            run = config.run
-            self.trackers = open_trackers(run.trackers, Path(run_dir), run_name=Path(run_dir).name,
-                                          wandb_project=run.wandb_project, mlflow_experiment=run.mlflow_experiment)
+            self.trackers = open_trackers(config.run.tracker_projects(), Path(run_dir), run_name=Path(run_dir).name)
             from webrl.config import to_yaml
 
             for tracker in self.trackers:

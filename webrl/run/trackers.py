@@ -10,7 +10,7 @@ Where each writes, inside the run folder (nothing leaves the machine):
   wandb    `<run_dir>/wandb/wandb/offline-run-*/run-*.wandb` (mode="offline"; read back with
            `wandb leet inspect --json`, upload later with `wandb sync` if wanted). Its config,
            data, cache and artifact-staging folders are pointed inside `<run_dir>/wandb` too.
-  mlflow   a local file store `file:<run_dir>/mlruns` (experiment `run.mlflow_experiment`).
+  mlflow   a local file store `file:<run_dir>/mlruns` (experiment from `run.trackers=[mlflow:EXPERIMENT]`).
 
 Interpretations:
   - W&B steps must only grow, but RunLog's steps do not (stage events before RL use their
@@ -62,19 +62,14 @@ class Tracker(Protocol):
     def close(self) -> None: ...
 
 
-def open_trackers(names: Sequence[str], run_dir: Path, *, run_name: str, wandb_project: str = "webrl",
-                  mlflow_experiment: str = "webrl") -> list[Tracker]:
-    """The trackers `names` asks for, writing under `run_dir`."""
-    unknown = [n for n in names if n not in TRACKERS]
+def open_trackers(projects: dict[str, str], run_dir: Path, *, run_name: str) -> list[Tracker]:
+    """The trackers `projects` asks for (name -> W&B project / MLflow experiment), writing under
+    `run_dir`."""
+    unknown = [n for n in projects if n not in TRACKERS]
     if unknown:
         raise ValueError(f"run.trackers entries must be among {TRACKERS}, got {unknown}")
-    out: list[Tracker] = []
-    for name in names:
-        if name == "wandb":
-            out.append(WandbTracker(Path(run_dir), run_name, wandb_project))
-        else:
-            out.append(MlflowTracker(Path(run_dir), run_name, mlflow_experiment))
-    return out
+    return [WandbTracker(Path(run_dir), run_name, project) if name == "wandb"
+            else MlflowTracker(Path(run_dir), run_name, project) for name, project in projects.items()]
 
 
 def _require(module: str, package: str):

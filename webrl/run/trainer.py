@@ -43,7 +43,7 @@ from webrl.reward import reward_metrics, score_trajectories
 from webrl.rollout.balanced import SuccessEstimates, update_estimates
 from webrl.rollout.dyna import alongside
 from webrl.run.actors import RunActors
-from webrl.run.config import WebRLConfig, learner_run, sft_learners
+from webrl.run.config import WebRLConfig, learner_run, rl_learner, sft_learners
 from webrl.run.folder import initial_model, report_evaluation, resolve_run_dir, resume_checkpoint, show_viewer
 from webrl.run.iteration import collect_metrics, draw_iteration, sim_rollout, success_threshold
 from webrl.run.log import RunLog
@@ -98,7 +98,7 @@ class Trainer:
             self.model_path = sft_stage(cfg, self.run_dir, self.model_path, self.actors, self.log,
                                         sft_learners(cfg, self.model_path))
         self.learner = self.actors.start_learner(
-            cfg.learner, learner_run(cfg, self.model_path, temperature=cfg.generator.sampling.temperature))
+            rl_learner(cfg), learner_run(cfg, self.model_path, temperature=cfg.generator.sampling.temperature))
         if cfg.run.resume:
             latest = resume_checkpoint(self.run_dir)
             self.load(latest)

@@ -47,7 +47,7 @@ class SkillsConfig:
     library_dir: str = ""
     """Skill library folder (`webrl skills extract` out=) or a graph JSON file; required when
     "skills" is in policy.wrappers."""
-    max_skills: int = 3
+    max_skills: int = fixed(3, "the Skills block holds the three best matches")
     """Skills retrieved per step at most (>= 1)."""
     max_chars: int = fixed(1200, "the Skills block's length cap in the prompt")
     """Characters of guidance at most (>= 80): lines that do not fit are left out."""

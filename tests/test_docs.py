@@ -276,7 +276,7 @@ def inline_keys(text: str, sections: set[str]) -> set[str]:
 def test_inline_config_keys_exist():
     import dataclasses
 
-    from webrl.config import _moved, config_keys
+    from webrl.config import moved_reason, config_keys
     from webrl.run.config import WebRLConfig
 
     keys = config_keys(WebRLConfig)
@@ -286,7 +286,7 @@ def test_inline_config_keys_exist():
         for key in sorted(inline_keys(page.read_text(), sections)):
             prefix = key[:-1] if key.endswith(".*") else key + "."
             if key not in keys and not any(k.startswith(prefix) for k in keys):
-                moved = _moved(key)
+                moved = moved_reason(key)
                 bad.append(f"{page.relative_to(ROOT)}: {key}" + (f" ({moved})" if moved else ""))
     assert not bad, "config keys the docs name that the schema does not have:\n" + "\n".join(bad)
 

@@ -9,7 +9,8 @@ from webrl.config import load_config
 from webrl.config import ConfigError
 from webrl.run.resources import (ResourceError, check_resources, placement_refusal, request_rows, resource_table,
                              row_bundles, wait_for)
-from webrl.run.config import ResourcesConfig, WebRLConfig, bundle_layout, run_layout
+from webrl.run.config import WebRLConfig
+from webrl.run.resources import ResourcesConfig, bundle_layout, run_layout
 
 PRESET_4B = ("online_mind2web_qwen3vl_4b", ["tasks.file=/x.json", "model.path=/m",
                                             "reward.base_url=http://127.0.0.1:1/v1"])
@@ -105,7 +106,7 @@ def test_layout_indices_with_and_without_the_evaluation_worker():
     assert (without.learner, without.inference, without.env, len(without.bundles)) == (1, 3, 6, 8)
     # launched servers come last; a server (or any actor) that reserves nothing gets a sliver of a
     # CPU, since Ray refuses a bundle of zeros
-    from webrl.run.config import MIN_BUNDLE_CPU
+    from webrl.run.resources import MIN_BUNDLE_CPU
 
     zero_env = ResourcesConfig(num_env_workers=1, cpus_per_env_worker=0.0)
     layout = bundle_layout(zero_env, eval_worker=False, servers=(2, 0.0, 0.0))

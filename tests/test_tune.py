@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from webrl.config import ConfigError
-from webrl.run.config import bundle_layout
+from webrl.run.resources import bundle_layout
 from webrl.run.tune import trial_config
 
 

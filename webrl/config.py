@@ -20,6 +20,7 @@ import ast
 import dataclasses
 import difflib
 import inspect
+import sys
 import textwrap
 import typing
 from dataclasses import dataclass
@@ -201,7 +202,7 @@ def moved_keys(table: dict[str, str]) -> None:
     MOVED_KEYS.update(table)
 
 
-def _moved(full_key: str) -> Optional[str]:
+def moved_reason(full_key: str) -> Optional[str]:
     if full_key in MOVED_KEYS:
         return MOVED_KEYS[full_key]
     parts = full_key.split(".")
@@ -227,7 +228,7 @@ def _refuse_moved(layer: Any, keys: dict[str, Any], source: str, fixed_settings:
         if key in fixed_settings:
             raise ConfigError(f"config key {key!r} (from {source}) is not a run setting: {fixed_settings[key]}")
         if key not in keys and not any(k.startswith(key + ".") for k in keys):
-            moved = _moved(key)
+            moved = moved_reason(key)
             if moved:
                 raise ConfigError(f"config key {key!r} (from {source}) is gone: {moved}")
 
@@ -242,7 +243,7 @@ def _explain(exc: Exception, schema: type, source: str) -> ConfigError:
     keys = config_keys(schema)
     full_key = getattr(exc, "full_key", None) or ""
     if isinstance(exc, ConfigKeyError) or full_key not in keys:
-        moved = _moved(full_key)
+        moved = moved_reason(full_key)
         if moved:
             return ConfigError(f"config key {full_key!r} (from {source}) is gone: {moved}")
         parent = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
@@ -280,6 +281,12 @@ def load_config(schema: type[T], preset: str | Path | None = None,
         except OmegaConfBaseException as e:
             raise _explain(e, schema, source) from None
     _check_required(layers)
+    switched_off = getattr(schema, "switched_off", None)
+    if switched_off is not None and len(layers) > 1:  # a later layer's switch drops an earlier one's section
+        layers, notes = _drop_switched_off(layers, switched_off(OmegaConf.to_container(cfg)))
+        if notes:
+            print("\n".join(f"webrl: {n}" for n in notes), file=sys.stderr)
+            cfg = OmegaConf.merge(OmegaConf.structured(schema), *(layer for _, layer in layers))
     derive = getattr(schema, "derived_overrides", None)
     if derive is not None:  # defaults that follow from other keys, unless a layer set them
         explicit = {k for _, layer in layers for k in _leaf_keys(OmegaConf.to_container(layer))}
@@ -295,6 +302,44 @@ def load_config(schema: type[T], preset: str | Path | None = None,
             raise
         raise ConfigError(str(e)) from e
     return typing.cast(T, obj)
+
+
+def _drop_switched_off(layers: list[tuple[str, Any]], off: dict[str, str]) -> tuple[list[tuple[str, Any]], list[str]]:
+    """Presets as overlays: for each section `off` names (section -> the key that switched it
+    off), the keys an earlier layer set in it are dropped when a later layer set the switch, so
+    switching the objective or the engine on a preset takes that one key. Returns the layers and
+    one note per drop. A section the same layer both sets and switches off is kept (the rules
+    refuse it: the layer contradicts itself)."""
+    from omegaconf import OmegaConf  # at use: see the module docstring
+
+    trees = [OmegaConf.to_container(layer) for _, layer in layers]
+    notes = []
+    for section, switch in off.items():
+        setters = [i for i, tree in enumerate(trees) if switch in _leaf_keys(tree)]
+        if not setters:
+            continue
+        last = setters[-1]
+        for i in range(last):
+            dropped = [k for k in _leaf_keys(trees[i]) if (k == section or k.startswith(section + ".")) and k != switch]
+            for key in dropped:
+                _delete(trees[i], key)
+            if dropped:
+                notes.append(f"{switch} (from {layers[last][0]}) switches off {section}: dropped what {layers[i][0]} "
+                             f"set there ({', '.join(dropped)})")
+    if not notes:
+        return layers, []
+    return [(source, OmegaConf.create(tree)) for (source, _), tree in zip(layers, trees)], notes
+
+
+def _delete(tree: dict, dotted: str) -> None:
+    """Remove a dotted leaf from a nested dict, and the sections it leaves empty."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        tree.pop(head, None)
+        return
+    _delete(tree[head], rest)
+    if not tree[head]:
+        tree.pop(head)
 
 
 def _check_required(layers: list[tuple[str, Any]]) -> None:
@@ -375,31 +420,3 @@ def describe(schema: type, prefix: str = "", default: Any = None) -> list[tuple[
         else:
             rows.append((f"{prefix}{f.name}", _type_name(tp), getattr(default, f.name), docs.get(f.name, "")))
     return rows
-
-
-def dashed_overrides(extra: list[str], positional: Optional[str] = None) -> list[str]:
-    """`--n 400 --out DIR` / `--out=DIR` / `n=400` -> ["n=400", "out=DIR"]; a bare first
-    argument sets `positional` (e.g. `webrl view RUN_DIR`)."""
-    out, i = [], 0
-    while i < len(extra):
-        item = extra[i]
-        if not item.startswith("--"):
-            if "=" in item:
-                out.append(item)
-            elif positional and i == 0:
-                out.append(f"{positional}={item}")
-            else:
-                raise ConfigError(f"cannot read argument {item!r}; use key=value or --key value")
-            i += 1
-            continue
-        key = item[2:].replace("-", "_")
-        if "=" in key:
-            out.append(key)
-            i += 1
-        elif i + 1 < len(extra) and not extra[i + 1].startswith("--"):
-            out.append(f"{key}={extra[i + 1]}")
-            i += 2
-        else:
-            out.append(f"{key}=true")
-            i += 1
-    return out

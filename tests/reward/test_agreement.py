@@ -98,7 +98,7 @@ def test_webrl_judge_agreement_cli_against_a_served_judge(tmp_path, capsys):
     assert code == 0 and "agreement 0.750" in out and len(engine.seen) == 4
     assert main(["judge-agreement", "--keys"]) == 0
     keys = capsys.readouterr().out
-    assert "reward.prompt_version" in keys and "reward.api_key_env" in keys
+    assert "reward.temperature" in keys and "reward.api_key_env" in keys
 
 
 def test_truth_keys_must_name_an_info_field():

@@ -66,7 +66,7 @@ def test_async_never_returns_a_turn_older_than_max_staleness(ray_cluster, tiny_q
 def test_actors_start_in_a_placement_group_handed_in(ray_cluster, tiny_qwen25vl_path):
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    from webrl.run.config import ResourcesConfig, bundle_layout
+    from webrl.run.resources import ResourcesConfig, bundle_layout
 
     # the run's one layout: driver, learner rank, rollout inference, greedy evaluation inference, env worker
     layout = bundle_layout(ResourcesConfig(cpus_per_learner_rank=0.25, cpus_per_inference_worker=0.25,

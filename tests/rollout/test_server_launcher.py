@@ -289,7 +289,8 @@ def test_run_actors_launch_the_servers_route_requests_to_them_and_stop_them(ray_
     from webrl.config import load_config
     from webrl.policy.generator import GeneratorConfig, SamplingConfig
     from webrl.policy.prompt import PromptConfig
-    from webrl.run.config import WebRLConfig, run_layout
+    from webrl.run.config import WebRLConfig
+    from webrl.run.resources import run_layout
 
     config = load_config(WebRLConfig, "smoke", [f"run.run_dir={tmp_path}", "rollout.engine=server",
                                                 "rollout.server.launch=webrl", "rollout.server.max_concurrency=4",

@@ -1,7 +1,7 @@
 """Starting rollout actors, optionally inside a placement group handed in from outside.
 
 A Ray Tune trial (or any caller that gang-schedules a whole run) reserves one placement group
-for everything the trial needs, laid out by `webrl.run.config.bundle_layout` (the one layout:
+for everything the trial needs, laid out by `webrl.run.resources.bundle_layout` (the one layout:
 driver, learner ranks, rollout inference workers, the greedy evaluation worker, env workers);
 each component takes the bundles from its `bundle_offset` on:
 

@@ -37,7 +37,7 @@ mem_fraction_static, tp_size) and the server-arguments page of docs.sglang.io; n
 SGLang or GPU on the project's CPU machines).
 
 Placement: each actor reserves `cpus_per_server` / `gpus_per_server`; inside a Tune trial it
-takes its own bundle of the trial's placement group (`webrl.run.config.run_layout` ends with
+takes its own bundle of the trial's placement group (`webrl.run.resources.run_layout` ends with
 one bundle per launched server), otherwise it is scheduled freely.
 """
 from __future__ import annotations

@@ -40,7 +40,8 @@ from typing import Any
 
 from webrl.run.resources import ResourceError, check_resources, cluster_nodes, request_rows
 from webrl.rollout.server_launcher import ServerLaunchError
-from webrl.run.config import WebRLConfig, run_layout, weight_sync
+from webrl.run.config import WebRLConfig, weight_sync
+from webrl.run.resources import run_layout
 
 
 class RunActors:

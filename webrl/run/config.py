@@ -22,6 +22,8 @@ from webrl.policy.stack import PolicyConfig
 from webrl.reward import RewardConfig
 from webrl.rollout import InferenceConfig, RolloutConfig
 from webrl.rollout.dyna import DynaConfig
+from webrl.run.resources import ResourcesConfig
+from webrl.run.rules import check_rules
 
 STAGES = ("sft", "rl", "eval")
 TASK_SOURCES = ("sandbox", "miniwob", "file", "env")
@@ -99,97 +101,6 @@ class TasksConfig:
         unknown = [k for k in self.kinds if k not in known]
         if unknown:
             raise ConfigError(f"tasks.kinds: unknown {unknown}; allowed for sites {self.sites}: {known}")
-
-
-@dataclass
-class ResourcesConfig:
-    ray_address: str = ""
-    """Ray cluster to join ("auto", "ray://..."); empty = the job's cluster if inside one, else local."""
-    num_cpus: int = 0
-    """Logical CPUs of a local Ray instance; 0 = what the actors reserve or this machine's cores,
-    whichever is more (browsers and inference mostly wait, so oversubscribing is fine)."""
-    num_env_workers: int = 1
-    """EnvWorker actors (one Chromium each; env.num_slots episodes each)."""
-    num_inference_workers: int = 1
-    """InferenceWorker actors for rollouts (plus one greedy worker for evaluation)."""
-    learner_ranks: int = 1
-    """DeepSpeed ranks of the learner."""
-    cpus_per_env_worker: float = 1.0
-    """Ray CPUs reserved per EnvWorker."""
-    cpus_per_inference_worker: float = 1.0
-    """Ray CPUs reserved per InferenceWorker."""
-    gpus_per_inference_worker: float = 0.0
-    """GPUs per InferenceWorker (0 on CPU machines)."""
-    cpus_per_learner_rank: float = 1.0
-    """Ray CPUs per learner rank."""
-    gpus_per_learner_rank: float = 0.0
-    """GPUs per learner rank (0 on CPU machines)."""
-    startup_timeout_s: float = 900.0
-    """Deadline of every start-up wait on Ray: placement groups placed, actors constructed (a
-    model loaded, a browser launched), the learner's process group formed. Past it the run
-    fails naming what it waited for (`webrl.run.resources`)."""
-
-    def __post_init__(self) -> None:
-        if min(self.num_env_workers, self.num_inference_workers, self.learner_ranks) < 1:
-            raise ConfigError("resources: num_env_workers, num_inference_workers and learner_ranks must be >= 1")
-        if not self.startup_timeout_s > 0:
-            raise ConfigError(f"resources.startup_timeout_s must be > 0, got {self.startup_timeout_s!r}")
-        for name in ("gpus_per_inference_worker", "gpus_per_learner_rank"):
-            gpus = getattr(self, name)
-            if gpus < 0 or (gpus > 1 and gpus != int(gpus)):
-                raise ConfigError(f"resources.{name} must be 0, a fraction below 1 (GPUs shared) or a whole "
-                                  f"number, got {gpus!r} (Ray places no fraction of a GPU above 1)")
-
-
-@dataclass
-class BundleLayout:
-    """Bundles of a run's placement group and the index of each actor kind's first bundle."""
-
-    bundles: list[dict[str, float]]
-    learner: int
-    inference: int
-    """Rollout inference workers; the greedy evaluation worker (if any) follows them."""
-    env: int
-    eval_worker: bool = True
-    """Whether the layout has the greedy evaluation worker's bundle."""
-    servers: int = -1
-    """First bundle of the inference servers the run launches (rollout.server.launch); -1: none."""
-
-
-MIN_BUNDLE_CPU = 0.01
-"""The CPU of a bundle whose actor reserves no CPU and no GPU (`ray.util.placement_group`
-refuses bundles with only zero resources)."""
-
-
-def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0, eval_worker: bool = True,
-                  servers: tuple[int, float, float] = (0, 0.0, 0.0)) -> BundleLayout:
-    """[driver] + learner ranks + rollout inference workers (+ 1 greedy evaluation worker when
-    `eval_worker`: a run with tasks.eval_tasks=0 starts none) + env workers (+ `servers`:
-    (count, CPUs, GPUs) of launched inference servers, one bundle each)."""
-    def bundle(cpus: float, gpus: float) -> dict[str, float]:
-        # Ray refuses a bundle of zeros; an actor that reserves nothing still gets a sliver
-        return {"CPU": cpus if cpus or gpus else MIN_BUNDLE_CPU, **({"GPU": gpus} if gpus else {})}
-
-    inference_workers = res.num_inference_workers + (1 if eval_worker else 0)
-    bundles = [bundle(driver_cpus, 0.0)]
-    bundles += [bundle(res.cpus_per_learner_rank, res.gpus_per_learner_rank)] * res.learner_ranks
-    bundles += [bundle(res.cpus_per_inference_worker, res.gpus_per_inference_worker)] * inference_workers
-    bundles += [bundle(res.cpus_per_env_worker, 0.0)] * res.num_env_workers
-    first_server = len(bundles) if servers[0] else -1
-    bundles += [bundle(servers[1], servers[2])] * servers[0]
-    learner = 1
-    inference = learner + res.learner_ranks
-    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + inference_workers, eval_worker,
-                        first_server)
-
-
-def run_layout(config: "WebRLConfig") -> BundleLayout:
-    """The bundle layout of a run: its evaluation worker only when it has evaluation tasks, its
-    launched inference servers when rollout.server.launch starts them."""
-    server = config.rollout.server
-    launched = config.rollout.engine == "server" and server.launch != "none"
-    servers = (server.num_servers, server.cpus_per_server, server.gpus_per_server) if launched else (0, 0.0, 0.0)
-    return bundle_layout(config.resources, eval_worker=config.tasks.eval_tasks > 0, servers=servers)
 
 
 @dataclass
@@ -430,26 +341,28 @@ class WebRLConfig:
                 out.append("reward.kind=recipe")
         return out
 
+    @staticmethod
+    def switched_off(merged: dict) -> dict[str, str]:
+        """Sections the merged config switches off -> the key that switches them: what an earlier
+        layer (a preset) set there, a later layer's switch drops (`webrl.config.load_config`),
+        so `--config smoke learner.objective=ppo` takes that one key."""
+        learner, rollout = merged["learner"], merged["rollout"]
+        off = {"learner.ppo": "learner.objective"} if learner["objective"] == "grpo" else {}
+        if learner["objective"] == "ppo":
+            off.update({"learner.advantage": "learner.objective", "learner.step": "learner.objective"})
+        if not merged["dyna"]["every"]:
+            off["dyna"] = "dyna.every"
+        if not rollout["balanced"]["enabled"]:
+            off["rollout.balanced"] = "rollout.balanced.enabled"
+        if rollout["engine"] == "transformers":
+            off["rollout.server"] = "rollout.engine"
+        else:
+            off.update({"generator.sparse_prefill": "rollout.engine",
+                        "resources.gpus_per_inference_worker": "rollout.engine"})
+        return off
+
     def __post_init__(self) -> None:
-        if (self.tasks.source == "file" and self.tasks.file_format != "synth"
-                and self.reward.kind == "programmatic"):
-            raise ConfigError("reward.kind=programmatic cannot score a live-web tasks file (tasks.source=file has no "
-                              "checker: every trajectory would be dropped as no_checker); use reward.kind=recipe or "
-                              "judge with a judge server (reward.base_url)")
-        if self.learner.objective not in RL_OBJECTIVES:
-            raise ConfigError(f"learner.objective must be one of {RL_OBJECTIVES} (the RL objective; the sft stage "
-                              f"runs SFT), got {self.learner.objective!r}")
-        for key, value, why in _inert_settings(self):
-            raise ConfigError(f"{key}={value!r} has no effect in this version ({why}); leave it at its default")
-        if self.rollout.engine == "server":
-            _check_server_engine(self)
-        _check_dyna(self)
-        mode, _ = weight_sync(self)  # refuses what cannot reach the engine
-        server = self.rollout.server
-        if mode == "collective" and self.rollout.engine == "server" and server.launch != "none" and server.max_restarts:
-            raise ConfigError("learner.weight_sync.mode=collective with rollout.server.launch cannot survive a server "
-                              "restart (a restarted server left the broadcast group and holds the launch weights): "
-                              "set rollout.server.max_restarts=0 or learner.weight_sync.mode=disk")
+        check_rules(self)  # the cross-section rules (webrl.run.rules)
 
 
 def weight_sync(config: "WebRLConfig") -> tuple[str, str]:
@@ -481,90 +394,6 @@ moved_keys({
                      "gradient_checkpointing, deepspeed_overrides, checkpoint) and its own sft.lr / warmup_steps / "
                      "scheduler / freeze_vision_tower / action_weight / coordinate_factor / direct_fraction",
 })
-
-RL_OBJECTIVES = ("grpo", "ppo")
-"""Objectives the trainer runs end to end (`webrl.learner.credit.ADVANTAGE_STAGES`)."""
-
-
-def _inert_settings(config: WebRLConfig) -> list[tuple[str, Any, str]]:
-    """(key, value, why) of every setting the config accepts but the run would ignore."""
-    from webrl.algos.advantages import GroupAdvantageConfig
-    from webrl.algos.step_advantages import StepAdvantageConfig
-    from webrl.learner.config import PPOValueConfig
-
-    out = []
-    learner = config.learner
-    loss = learner.loss
-    if loss.kl_mode == "reward" and loss.kl_coef > 0 and learner.reference == "none":
-        out.append(("learner.loss.kl_mode", "reward", "with learner.reference=none there is no reference to take a KL "
-                    "to; set learner.reference=copy (or a snapshot folder)"))
-    sections = {"grpo": (("advantage", GroupAdvantageConfig()), ("step", StepAdvantageConfig())),
-                "ppo": (("ppo", PPOValueConfig()),)}
-    for objective, parts in sections.items():
-        for name, default in parts:
-            if objective != learner.objective and getattr(learner, name) != default:
-                out.append((f"learner.{name}", getattr(learner, name), f"only objective={objective} reads it and "
-                            f"learner.objective is {learner.objective!r}"))
-    from webrl.rollout.balanced import BalancedRolloutConfig
-
-    balanced = config.rollout.balanced
-    if not balanced.enabled and balanced != BalancedRolloutConfig():
-        out.append(("rollout.balanced", balanced, "rollout.balanced.enabled is false; set it true or leave the "
-                    "other rollout.balanced keys at their defaults"))
-    if config.sft.direct_fraction > 0 and not config.sft.data and not config.sft.demos_dir:
-        out.append(("sft.direct_fraction", config.sft.direct_fraction, "recorded oracle demonstrations have no "
-                    "reasoning to strip; it acts on reasoning turns from sft.data or sft.demos_dir"))
-    return out
-
-
-def _check_dyna(config: WebRLConfig) -> None:
-    """dyna.*: inert keys refused while it is off; what Dyna-GRPO cannot run with refused while on."""
-    dyna = config.dyna
-    if not dyna.enabled:
-        if dyna != DynaConfig():
-            raise ConfigError(f"dyna={dyna!r} has no effect: dyna.every is 0 (off); set dyna.every (2: the paper's "
-                              f"alternation) or leave the other dyna keys at their defaults")
-        return
-    if config.learner.objective != "grpo":
-        raise ConfigError(f"dyna.every (Dyna-GRPO) needs learner.objective=grpo (Dyna-GRPO's plain phase is GRPO and its "
-                          f"refinement advantages are group-relative), got "
-                          f"learner.objective={config.learner.objective!r}")
-    if config.rollout.mode != "sync":
-        raise ConfigError("dyna.every (Dyna-GRPO) needs rollout.mode=sync: a SimRollout iteration replays and refines states of "
-                          "the batch it just collected, which async collection does not hand over as one batch")
-    if "cascade" in config.policy.wrappers and config.policy.cascade.head_turns == "exclude":
-        raise ConfigError("dyna.every (Dyna-GRPO) with policy.cascade.head_turns=exclude: a refined action the heads decide "
-                          "keeps no response ids, so there is nothing to train on the plain prompt; use "
-                          "head_turns=generator_logprobs (the default) or leave cascade out of policy.wrappers")
-
-
-def _check_server_engine(config: WebRLConfig) -> None:
-    """What rollout.engine=server cannot do (`webrl.policy.backend.ENGINE_CAPABILITIES`): the
-    in-process prefill's settings, GPUs in the inference workers (the servers hold them), several
-    rollout workers reloading the same servers. The policy wrappers run over servers as in process."""
-    from webrl.policy.backend import ENGINE_CAPABILITIES
-
-    caps = ENGINE_CAPABILITIES["server"]
-    if config.generator.sparse_prefill:
-        raise ConfigError(f"generator.sparse_prefill runs in the in-process model's prefill; with rollout.engine=server "
-                          f"sparse prefill is {caps.sparse_prefill}: leave generator.sparse_prefill empty")
-    if config.resources.gpus_per_inference_worker:
-        raise ConfigError("resources.gpus_per_inference_worker must be 0 with rollout.engine=server (the servers "
-                          "hold the GPUs; the inference worker only sends requests)")
-    server = config.rollout.server
-    if server.max_concurrency > config.inference.max_batch_size:
-        raise ConfigError(f"rollout.server.max_concurrency={server.max_concurrency} exceeds inference.max_batch_size="
-                          f"{config.inference.max_batch_size}: a worker sends at most one batch at a time, so raise "
-                          f"inference.max_batch_size or lower rollout.server.max_concurrency")
-    for key in ("api_key_env", "admin_api_key_env"):
-        name = getattr(server, key)
-        if name and not os.environ.get(name):
-            raise ConfigError(f"rollout.server.{key}={name!r} names an environment variable that is not set (or "
-                              f"empty) here; export it or leave rollout.server.{key} empty")
-    if config.resources.num_inference_workers != 1:
-        raise ConfigError(f"resources.num_inference_workers must be 1 with rollout.engine=server (one worker spreads "
-                          f"requests over every URL in rollout.server.urls), got {config.resources.num_inference_workers}")
-
 
 def learner_run(config: WebRLConfig, model_path: str, temperature: float = 1.0) -> LearnerRun:
     """What the run derives for a learner: the policy to train, the run's seed, the temperature

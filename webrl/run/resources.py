@@ -23,9 +23,104 @@ error then says that the check is first-fit.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from webrl.config import ResourceError, wait_for  # noqa: F401  (raised and used here)
+from webrl.config import ConfigError, ResourceError, wait_for  # noqa: F401  (raised and used here)
+
+if TYPE_CHECKING:
+    from webrl.run.config import WebRLConfig
+
+@dataclass
+class ResourcesConfig:
+    ray_address: str = ""
+    """Ray cluster to join ("auto", "ray://..."); empty = the job's cluster if inside one, else local."""
+    num_cpus: int = 0
+    """Logical CPUs of a local Ray instance; 0 = what the actors reserve or this machine's cores,
+    whichever is more (browsers and inference mostly wait, so oversubscribing is fine)."""
+    num_env_workers: int = 1
+    """EnvWorker actors (one Chromium each; env.num_slots episodes each)."""
+    num_inference_workers: int = 1
+    """InferenceWorker actors for rollouts (plus one greedy worker for evaluation)."""
+    learner_ranks: int = 1
+    """DeepSpeed ranks of the learner."""
+    cpus_per_env_worker: float = 1.0
+    """Ray CPUs reserved per EnvWorker."""
+    cpus_per_inference_worker: float = 1.0
+    """Ray CPUs reserved per InferenceWorker."""
+    gpus_per_inference_worker: float = 0.0
+    """GPUs per InferenceWorker (0 on CPU machines)."""
+    cpus_per_learner_rank: float = 1.0
+    """Ray CPUs per learner rank."""
+    gpus_per_learner_rank: float = 0.0
+    """GPUs per learner rank (0 on CPU machines)."""
+    startup_timeout_s: float = 900.0
+    """Deadline of every start-up wait on Ray: placement groups placed, actors constructed (a
+    model loaded, a browser launched), the learner's process group formed. Past it the run
+    fails naming what it waited for (`webrl.run.resources`)."""
+
+    def __post_init__(self) -> None:
+        if min(self.num_env_workers, self.num_inference_workers, self.learner_ranks) < 1:
+            raise ConfigError("resources: num_env_workers, num_inference_workers and learner_ranks must be >= 1")
+        if not self.startup_timeout_s > 0:
+            raise ConfigError(f"resources.startup_timeout_s must be > 0, got {self.startup_timeout_s!r}")
+        for name in ("gpus_per_inference_worker", "gpus_per_learner_rank"):
+            gpus = getattr(self, name)
+            if gpus < 0 or (gpus > 1 and gpus != int(gpus)):
+                raise ConfigError(f"resources.{name} must be 0, a fraction below 1 (GPUs shared) or a whole "
+                                  f"number, got {gpus!r} (Ray places no fraction of a GPU above 1)")
+
+
+@dataclass
+class BundleLayout:
+    """Bundles of a run's placement group and the index of each actor kind's first bundle."""
+
+    bundles: list[dict[str, float]]
+    learner: int
+    inference: int
+    """Rollout inference workers; the greedy evaluation worker (if any) follows them."""
+    env: int
+    eval_worker: bool = True
+    """Whether the layout has the greedy evaluation worker's bundle."""
+    servers: int = -1
+    """First bundle of the inference servers the run launches (rollout.server.launch); -1: none."""
+
+
+MIN_BUNDLE_CPU = 0.01
+"""The CPU of a bundle whose actor reserves no CPU and no GPU (`ray.util.placement_group`
+refuses bundles with only zero resources)."""
+
+
+def bundle_layout(res: ResourcesConfig, driver_cpus: float = 1.0, eval_worker: bool = True,
+                  servers: tuple[int, float, float] = (0, 0.0, 0.0)) -> BundleLayout:
+    """[driver] + learner ranks + rollout inference workers (+ 1 greedy evaluation worker when
+    `eval_worker`: a run with tasks.eval_tasks=0 starts none) + env workers (+ `servers`:
+    (count, CPUs, GPUs) of launched inference servers, one bundle each)."""
+    def bundle(cpus: float, gpus: float) -> dict[str, float]:
+        # Ray refuses a bundle of zeros; an actor that reserves nothing still gets a sliver
+        return {"CPU": cpus if cpus or gpus else MIN_BUNDLE_CPU, **({"GPU": gpus} if gpus else {})}
+
+    inference_workers = res.num_inference_workers + (1 if eval_worker else 0)
+    bundles = [bundle(driver_cpus, 0.0)]
+    bundles += [bundle(res.cpus_per_learner_rank, res.gpus_per_learner_rank)] * res.learner_ranks
+    bundles += [bundle(res.cpus_per_inference_worker, res.gpus_per_inference_worker)] * inference_workers
+    bundles += [bundle(res.cpus_per_env_worker, 0.0)] * res.num_env_workers
+    first_server = len(bundles) if servers[0] else -1
+    bundles += [bundle(servers[1], servers[2])] * servers[0]
+    learner = 1
+    inference = learner + res.learner_ranks
+    return BundleLayout([dict(b) for b in bundles], learner, inference, inference + inference_workers, eval_worker,
+                        first_server)
+
+
+def run_layout(config: "WebRLConfig") -> BundleLayout:
+    """The bundle layout of a run: its evaluation worker only when it has evaluation tasks, its
+    launched inference servers when rollout.server.launch starts them."""
+    server = config.rollout.server
+    launched = config.rollout.engine == "server" and server.launch != "none"
+    servers = (server.num_servers, server.cpus_per_server, server.gpus_per_server) if launched else (0, 0.0, 0.0)
+    return bundle_layout(config.resources, eval_worker=config.tasks.eval_tasks > 0, servers=servers)
+
 
 RESOURCE_KEYS = ("CPU", "GPU")
 SETTINGS = {

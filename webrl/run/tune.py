@@ -12,7 +12,7 @@ iteration; `load_checkpoint` restores them into a freshly set up trial (Tune's r
 failure, PBT exploits). `default_resource_request` reserves one placement group per trial that
 covers the trial's driver, learner ranks, inference workers (rollout + greedy eval), env
 workers and the inference servers the run launches (`rollout.server.launch`;
-`webrl.run.config.run_layout`); `setup` hands that group
+`webrl.run.resources.run_layout`); `setup` hands that group
 (`ray.util.get_current_placement_group()`) to the Trainer, which puts every actor into its bundle.
 
 Choices where the issue is silent: the trial's run folder is the trial's own directory
@@ -93,6 +93,6 @@ class WebRLTrainable(tune.Trainable):
 
     @classmethod
     def default_resource_request(cls, config: dict) -> tune.PlacementGroupFactory:
-        from webrl.run.config import run_layout
+        from webrl.run.resources import run_layout
 
         return tune.PlacementGroupFactory(run_layout(trial_config(config)).bundles, strategy="PACK")

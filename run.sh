@@ -92,7 +92,7 @@ case "$cmd" in
         exec "$PY" examples/train_online_mind2web.py "$@" ;;
     test)
         setup_venv; setup_chromium
-        exec "$PY" -m pytest tests --durations=30 "$@" ;;
+        exec "$PY" -m pytest tests -n 2 --dist worksteal --durations=30 "$@" ;;
     *)
         echo "usage: bash run.sh {example|test|setup} [args...]" >&2; exit 2 ;;
 esac

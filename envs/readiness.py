@@ -3,7 +3,10 @@
 The OpenWebRL reproduction measured 11.5 s/step with fixed sleeps and networkidle waits, 4.2
 s/step with readiness checks. After an action, `wait_until_ready` waits for (1) the document
 load state, (2) no in-flight fetch/XHR, capped by a short network-quiet limit (long-polling
-pages never go quiet), and (3) a short window with no DOM mutation. All three are read from
+pages never go quiet), and (3) a short window with no DOM mutation, counted from the later of
+the last mutation and the start of the wait (an effect deferred by a timer has not started yet
+when the action returns). A poll that comes late (the page was not running: a loaded machine)
+does not count the stall as quiet until one more poll has seen no new mutation. All three are read from
 one in-page probe (`READINESS_INIT_SCRIPT`, installed in every context by `BrowserSession`),
 polled by Playwright's `wait_for_function`, whose timeout is enforced outside the page, so a
 page that loops forever cannot hang the caller. Playwright's `networkidle` (500 ms of silence,
@@ -22,7 +25,7 @@ READY_TIMEOUT_S = 3.0
 NETWORK_QUIET_CAP_S = 0.5
 """Stop waiting for in-flight fetch/XHR after this long (long-polling pages never go quiet)."""
 DOM_QUIET_MS = 30.0
-"""The DOM must stay unchanged this long before the page counts as ready."""
+"""The DOM must stay unchanged this long (from the action on) before the page counts as ready."""
 NAVIGATION_GRACE_S = 1.0
 """After a page starts navigating away, wait at most this long for the next document."""
 RESPONSIVE_PROBE_S = 2.0
@@ -38,7 +41,7 @@ READINESS_INIT_SCRIPT = r"""
   if (window.__webrl) return;
   const s = window.__webrl = {lastMutation: performance.now(), inflight: 0, lastNet: 0,
                               navigating: -1e9, popupHint: -1e9, blockedPopups: 0, popupBudget: 0, lastGesture: -1e9,
-                              token: null, waitStart: 0};
+                              token: null, waitStart: 0, lastPoll: 0, stallSeen: null};
   const touch = () => { s.lastNet = performance.now(); };
   new MutationObserver((records) => {
     for (const r of records) {
@@ -99,10 +102,18 @@ READINESS_PROBE = r"""
   const s = window.__webrl;
   if (!s) return document.readyState === 'complete' && {popup: false, blockedPopups: 0};
   const now = performance.now();
-  if (s.token !== arg.token) { s.token = arg.token; s.waitStart = now; }
+  if (s.token !== arg.token) { s.token = arg.token; s.waitStart = now; s.lastPoll = now; }
+  // A poll that comes more than quietMs after the previous one found a page that was not
+  // running (a loaded machine, a long task): timers that were due during the stall run after
+  // this poll, so quiet measured across it is confirmed by one more poll first.
+  const stalled = now - s.lastPoll > arg.quietMs;
+  s.lastPoll = now;
+  if (stalled && s.stallSeen !== s.lastMutation) { s.stallSeen = s.lastMutation; return false; }
   if (now - s.navigating < arg.navigationGraceMs || document.readyState !== 'complete') return false;
   if (s.inflight > 0 && now - s.waitStart < arg.networkCapMs) return false;
-  if (now - s.lastMutation < arg.quietMs) return false;
+  // Quiet from the action on, too: an action whose effect comes from a timer (a debounce, a
+  // deferred render) has changed nothing yet at the first poll.
+  if (now - Math.max(s.lastMutation, s.waitStart) < arg.quietMs) return false;
   const result = {popup: s.popupHint > -1e9, blockedPopups: s.blockedPopups};
   s.popupHint = -1e9;
   s.blockedPopups = 0;

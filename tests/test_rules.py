@@ -14,6 +14,10 @@ LAUNCHED = ["rollout.engine=server", "rollout.server.launch=webrl", "rollout.ser
 BROKEN = {
     "_live_web_file_needs_a_judge": (["tasks.source=file", "tasks.file=t.json", "reward.kind=programmatic"],
                                      r"reward.kind=programmatic cannot score a live-web tasks file"),
+    "_deterministic_needs_sync": (["run.deterministic=true", "rollout.mode=async"],
+                                  r"run.deterministic=true needs rollout.mode=sync"),
+    "_deterministic_batches_one": (["run.deterministic=true", "inference.max_batch_size=4"],
+                                   r"runs one request per forward in process, but inference.max_batch_size=4"),
     "_rl_objective": (["learner.objective=sft"], r"learner.objective must be one of \('grpo', 'ppo'\)"),
     "_sections_of_the_objective": (["learner.ppo.lam=0.5"], r"learner.ppo=.* only objective=ppo reads it"),
     "_kl_needs_a_reference": (["learner.loss.kl_mode=reward", "learner.loss.kl_coef=0.1"],
@@ -123,3 +127,17 @@ def test_explain_prints_a_section_its_rules_a_fixed_and_an_old_key(capsys):
     assert "run.wandb_project: gone: renamed: run.trackers=[wandb:PROJECT]" in capsys.readouterr().out
     assert main(["config", "--explain", "learner.objectiv"]) == 2
     assert "unknown config key 'learner.objectiv' for webrl config; closest: learner.objective" in capsys.readouterr().err
+
+
+def test_deterministic_runs_one_request_per_forward_in_process_only():
+    """run.deterministic derives inference.max_batch_size=1 for the in-process engine; the server
+    engine keeps its batches (the server's batch-invariant mode is what makes them safe) and a
+    launched SGLang server is told so."""
+    from webrl.rollout.server_launcher import server_flags
+
+    assert load_config(WebRLConfig, None, ["run.deterministic=true"]).inference.max_batch_size == 1
+    assert load_config(WebRLConfig, None, []).inference.max_batch_size == 16
+    assert load_config(WebRLConfig, None, ["run.deterministic=true", *SERVER]).inference.max_batch_size == 16
+    assert server_flags("sglang", deterministic=True)[-1] == "--enable-deterministic-inference"
+    assert "--enable-deterministic-inference" not in server_flags("sglang")
+    assert server_flags("webrl", deterministic=True) == server_flags("webrl")

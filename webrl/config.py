@@ -67,9 +67,17 @@ class RunConfig:
     run_dir: str = ""
     """Exact run folder; empty = derived from output_dir and name."""
     seed: int = 0
-    """Seed for task sampling, model init and torch/numpy RNGs."""
+    """Seed for task sampling, model init, rollout sampling (every sampled token is drawn from a
+    generator seeded from this seed, the group, the member and the turn: `webrl.policy.seeds`) and
+    torch/numpy RNGs."""
     resume: bool = False
     """Continue from the last checkpoint in run_dir."""
+    deterministic: bool = False
+    """Forward passes whose numerics do not depend on which requests share a batch, so one seed
+    on one machine gives the same trajectories, updates and tables (sync mode): in process, one
+    request per forward (`inference.max_batch_size` becomes 1); a launched SGLang server gets
+    `--enable-deterministic-inference` (`webrl serve` already runs one row per forward). Costs
+    the in-process engine its batching (`docs/reproducibility.md`)."""
     trackers: list[str] = dataclasses.field(default_factory=list)
     """Experiment trackers beside metrics.jsonl and TensorBoard, offline, inside the run folder,
     each "NAME" or "NAME:PROJECT" (NAME: wandb | mlflow; PROJECT: the W&B project or MLflow

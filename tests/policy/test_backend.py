@@ -65,7 +65,7 @@ def test_row_path_hidden_states_forced_ids_and_cached_decoding_equal_uncached_fo
     assert heads.ids == [] and heads.finish == "none" and (heads.hidden_start, heads.cached_tokens) == (0, 0)
     assert heads.hidden.shape == hidden.shape and torch.allclose(heads.hidden, hidden, atol=1e-4)
     # 2. the decode that follows reuses P - 1 prompt tokens and gives the uncached greedy answer
-    decoded = pol.backend.generate([dataclasses.replace(row, seed=0)])[0]  # a seed: the row path
+    decoded = pol.backend.generate([row])[0]  # a kept prefix: the row path, continuing the cache
     assert decoded.cached_tokens == P - 1 and decoded.ids == _uncached_greedy(pol, prompt, 6)
     ref = torch.log_softmax(_uncached_logits(pol, prompt, decoded.ids)[0][:-1], -1)
     ref = ref.gather(-1, torch.tensor(decoded.ids).view(-1, 1)).flatten()
@@ -91,7 +91,7 @@ def test_a_kept_cache_stays_right_after_another_prompts_prefill(tiny_qwen25vl_pa
     row_a, row_b = pol.request(a), pol.request(b)
     pol.backend.generate([dataclasses.replace(row_a, max_new_tokens=0, hidden_layer=-1)])
     pol.backend.generate([dataclasses.replace(row_b, max_new_tokens=0, hidden_layer=-1)])
-    again = pol.backend.generate([dataclasses.replace(row_a, seed=0)])[0]
+    again = pol.backend.generate([row_a])[0]
     assert again.cached_tokens == len(row_a.prompt_ids) - 1
     assert again.ids == _uncached_greedy(pol, a, 6)
 
@@ -111,7 +111,7 @@ def test_the_element_pointer_keys_are_restored_with_the_cache():
     expected = pol.backend.generate([row_a])[0]  # batched, no cache
     pol.backend.generate([dataclasses.replace(row_a, max_new_tokens=0, hidden_layer=-1)])
     pol.backend.generate([dataclasses.replace(pol.request(b), max_new_tokens=0, hidden_layer=-1)])
-    again = pol.backend.generate([dataclasses.replace(row_a, seed=0)])[0]
+    again = pol.backend.generate([row_a])[0]
     assert again.cached_tokens == len(row_a.prompt_ids) - 1 and again.ids == expected.ids
     assert torch.allclose(torch.tensor(again.logprobs), torch.tensor(expected.logprobs), atol=1e-4)
 
@@ -119,7 +119,7 @@ def test_the_element_pointer_keys_are_restored_with_the_cache():
 def test_decoding_never_picks_suppressed_ids_and_reports_raw_logprobs(tiny_qwen25vl_path, requests):
     pol = _policy(tiny_qwen25vl_path)
     prompt = pol.builder.render(requests[0])
-    row = dataclasses.replace(pol.request(prompt), seed=0, max_new_tokens=4)
+    row = dataclasses.replace(pol.request(prompt), hidden_layer=-1, max_new_tokens=4)  # the row path
     free = pol.backend.generate([row])[0].ids
     backend = pol.backend
     banned = [free[0], *backend.suppress_ids]  # forbid what greedy would pick first, plus the vision tokens
@@ -144,11 +144,11 @@ def test_a_reuse_never_stops_inside_an_image_and_weight_loads_drop_the_cache(tin
     other_image = dataclasses.replace(requests[0].observation, screenshot=pol.builder.render(requests[1]).images[-1])
     other = pol.builder.render(dataclasses.replace(requests[0], observation=other_image))
     # same ids up to the image, another picture: the pads are keyed by the image's bytes, so no reuse
-    miss = pol.backend.generate([dataclasses.replace(pol.request(other), seed=0)])[0]
+    miss = pol.backend.generate([dataclasses.replace(pol.request(other), hidden_layer=-1)])[0]  # the row path
     assert miss.cached_tokens == 0
     pol.backend.generate([dataclasses.replace(row, max_new_tokens=0, hidden_layer=-1)])
     pol.backend.load_state({})  # any weight load clears the kept caches
-    assert pol.backend.generate([dataclasses.replace(row, seed=0)])[0].cached_tokens == 0
+    assert pol.backend.generate([dataclasses.replace(row, hidden_layer=-1)])[0].cached_tokens == 0
 
 
 def test_prefix_helpers_and_the_capability_table():
@@ -160,3 +160,24 @@ def test_prefix_helpers_and_the_capability_table():
     table = capability_table()
     assert set(ENGINE_CAPABILITIES) == {"transformers", "server"}
     assert "hidden_layers" in table and "rollout.engine=server" in table and "final" in table
+
+
+def test_a_seeded_row_samples_the_same_tokens_alone_beside_other_rows_and_on_the_row_path(tiny_qwen25vl_path,
+                                                                                            requests):
+    """A seed is the row's own: the same tokens and log-probs alone, in a batch beside other seeded
+    and unseeded rows (in another position), and on the one-row path (forced by asking for
+    hidden states); another seed draws other tokens."""
+    pol = policy(tiny_qwen25vl_path, sampling=SamplingConfig(temperature=1.0, max_new_tokens=8),
+                 **{"action_format": "som", "think": False, **PIXELS})
+    a, b, c = (pol.request(pol.builder.render(r)) for r in requests)
+    a = dataclasses.replace(a, seed=11)
+    alone = pol.backend.generate([a])[0]
+    beside = pol.backend.generate([dataclasses.replace(b, seed=12), a, c])[1]
+    row_path = pol.backend.generate([dataclasses.replace(a, hidden_layer=-1)])[0]
+    assert row_path.hidden is not None and row_path.cached_tokens == 0
+    for other in (beside, row_path):
+        assert other.ids == alone.ids and len(alone.ids) == 8
+        assert torch.allclose(torch.tensor(other.logprobs), torch.tensor(alone.logprobs), atol=1e-4)
+    pol.backend.clear_cache()
+    draws = {tuple(pol.backend.generate([dataclasses.replace(a, seed=s)])[0].ids) for s in range(4)}
+    assert len(draws) > 1

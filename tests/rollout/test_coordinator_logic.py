@@ -12,6 +12,7 @@ import pytest
 from webrl.actions import Action, ParseError
 from webrl.envs.task import BaseTask, TaskSpec
 from webrl.envs.worker import EnvStepResult
+from webrl.policy.seeds import derive_seed, sub_seed
 from webrl.policy.types import Decision, DecisionStats
 from webrl.rollout import DynamicBatcher, InferenceConfig, InferenceWorker, RolloutConfig, RolloutCoordinator
 from webrl.rollout.coordinator import run_coroutine
@@ -270,3 +271,37 @@ def test_prompt_and_cached_tokens_are_summed_over_every_decision():
     _, stats = coord.collect(_tasks(2))
     # 4 trajectories x 3 decisions (click, click, stop), 10 prompt tokens each, 4 cached
     assert (stats.prompt_tokens, stats.cached_tokens) == (120, 48)
+
+
+class SeedRecordingEngine(ScriptedEngine):
+    """ScriptedEngine that records each request's id and seed."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def act(self, requests):
+        self.seen.update((r.request_id, r.seed) for r in requests)
+        return super().act(requests)
+
+
+def _seeds(seed, slots=3):
+    engine = SeedRecordingEngine()
+    worker = InferenceWorker(engine, InferenceConfig(batch_window_s=0.01, max_batch_size=8), version=3)
+    coord = RolloutCoordinator([(CountEnv(), i) for i in range(slots)], [AsyncInference(worker)],
+                               RolloutConfig(group_size=3, max_turns=5), seed=seed)
+    coord.collect(_tasks(2), iteration=4)
+    return engine.seen
+
+
+def test_every_decision_carries_a_seed_of_its_group_member_and_turn():
+    """Seed 7: 2 groups x 3 members x 3 turns, each request with its own id and seed, the same on
+    a rerun with other timing (1 slot instead of 3); another run seed moves them; None: unseeded."""
+    seen = _seeds(7)
+    ids = {f"4:{g}:t{g}/{m}/{t}" for g in range(2) for m in range(3) for t in range(3)}
+    assert set(seen) == ids and len(set(seen.values())) == len(ids)
+    episode = derive_seed(7, "4:1:t1", 2)  # group 1 (task t1) of iteration 4, member 2
+    assert seen["4:1:t1/2/1"] == sub_seed(episode, 1)
+    assert _seeds(7, slots=1) == seen
+    assert set(_seeds(8).values()).isdisjoint(seen.values())
+    assert set(_seeds(None).values()) == {None}

@@ -10,6 +10,7 @@ import pytest
 from webrl.actions import Action, ParseError
 from webrl.envs.task import BaseTask, TaskSpec
 from webrl.envs.worker import EnvStepResult
+from webrl.policy.seeds import sub_seed
 from webrl.policy.types import Decision, DecisionStats, MarkedObservation
 from webrl.rollout.coordinator import run_coroutine
 from webrl.rollout.agents import PolicyAgent
@@ -119,7 +120,12 @@ def test_an_episode_records_every_turn_and_trajectory_field():
     # the agent saw Set-of-Mark elements, the screenshot, and past turns
     assert isinstance(agent.requests[0].observation, MarkedObservation)
     assert agent.requests[0].observation.screenshot.data == PNG and first.observation.screenshot_size == [8, 6]
-    assert [len(r.history) for r in agent.requests] == [0, 1, 2] and agent.requests[2].request_id == "g/2"
+    assert [len(r.history) for r in agent.requests] == [0, 1, 2] and agent.requests[2].request_id == "g/0/2"
+    assert {r.seed for r in agent.requests} == {None}  # no episode seed: unseeded decisions
+    seeded = Script([Action.click(0), Action.click(1), Action.stop()])
+    run_episode(EpisodeSpec(task(), group_id="g", member=1, seed=9, max_turns=5), PageEnv(), seeded)
+    assert [r.seed for r in seeded.requests] == [sub_seed(9, t) for t in range(3)]
+    assert seeded.requests[1].request_id == "g/1/1"
 
 
 def test_history_keeps_images_only_on_the_last_turns():

@@ -89,8 +89,9 @@ class GenerateRequest:
 
     @property
     def plain(self) -> bool:
-        """Only sampling: no forced ids, no hidden states, no seed (batched together in process)."""
-        return not self.forced_ids and self.hidden_layer is None and self.seed is None and self.max_new_tokens > 0
+        """Only sampling: no forced ids, no hidden states (batched together in process; a seed
+        stays the row's own there)."""
+        return not self.forced_ids and self.hidden_layer is None and self.max_new_tokens > 0
 
     def sampling_key(self) -> tuple:
         """Rows with equal keys can share one batched `generate` call."""

@@ -64,11 +64,13 @@ class EndpointConfig:
                              f"got {self.max_retries}, {self.backoff_s}")
 
 
-def sampling_params(sampling: SamplingConfig, logprobs: bool) -> SamplingParams:
-    """The request's sampling: greedy is temperature 0 with no top-p / top-k."""
+def sampling_params(sampling: SamplingConfig, logprobs: bool, seed: Optional[int] = None) -> SamplingParams:
+    """The request's sampling: greedy is temperature 0 with no top-p / top-k; a sampled request
+    carries its decision's seed (OpenAI's `seed`)."""
     greedy = sampling.greedy
     return SamplingParams(max_tokens=sampling.max_new_tokens, temperature=0.0 if greedy else sampling.temperature,
                           top_p=1.0 if greedy else sampling.top_p, top_k=0 if greedy else sampling.top_k,
+                          seed=None if greedy else seed,
                           stop=[TOOL_CALL_END] if sampling.stop_at_tool_call else [], logprobs=logprobs)
 
 
@@ -94,7 +96,7 @@ class EndpointPolicy:
                               over_budget=prompt.over_budget)
         try:
             reply = self.client.chat([m.to_chat_message() for m in prompt.messages],
-                                     sampling_params(self.config.sampling, self.config.logprobs))
+                                     sampling_params(self.config.sampling, self.config.logprobs, request.seed))
         except ChatClientError as e:
             stats.latency_s, stats.finish_reason = time.perf_counter() - t0, "error"
             return Decision(ParseError(f"endpoint error: {e}"), "", images=list(prompt.images), stats=stats)

@@ -185,7 +185,7 @@ class GeneratorPolicy:
             raise RuntimeError("this GeneratorPolicy renders prompts only (no model or backend)")
         t0 = time.perf_counter()
         prompts = [self.builder.render(r) for r in requests]
-        rows = [self.request(p) for p in prompts]
+        rows = [self.request(p, seed=r.seed) for p, r in zip(prompts, requests)]
         generated = self.backend.generate(rows)
         latency = time.perf_counter() - t0
         return [self.decision(req, prompt, row.prompt_ids, g, latency)

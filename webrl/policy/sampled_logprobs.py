@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-__all__ = ["LogitsProcessorList", "SampledLogprobs"]
+__all__ = ["LogitsProcessorList", "RowSampler", "SampledLogprobs", "pick_token"]
 
 
 class SampledLogprobs(LogitsProcessor):
@@ -50,3 +50,43 @@ class SampledLogprobs(LogitsProcessor):
         if not self.steps:
             return torch.zeros((sequences.shape[0], 0))
         return torch.stack(self.steps, dim=1)
+
+
+def pick_token(logits: torch.Tensor, temperature: float, top_p: float, top_k: int, greedy: bool,
+               generator: Optional[torch.Generator] = None) -> int:
+    """Argmax (greedy) or a sample from softmax(logits / T) truncated to top-k / top-p."""
+    if greedy:
+        return int(logits.argmax())
+    scores = logits / temperature
+    if top_k:
+        kth = torch.topk(scores, min(top_k, scores.numel())).values[-1]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_scores, order = scores.sort(descending=True)
+        probs = sorted_scores.softmax(-1)
+        drop = probs.cumsum(-1) - probs >= top_p  # keep the token that crosses top_p
+        scores = scores.scatter(0, order[drop], float("-inf"))
+    return int(torch.multinomial(scores.softmax(-1), 1, generator=generator))
+
+
+class RowSampler(LogitsProcessor):
+    """Samples every row from its own generator (`pick_token`, as the one-row path does) and hands
+    a greedy `generate` a one-hot choice: 0 for the drawn token, -inf elsewhere.
+
+    transformers' sampling draws all rows from the process's one RNG, so a row's tokens depend on
+    which rows shared its batch and in what order; here row b's k-th token is generators[b]'s k-th
+    draw over that row's logits, whatever else is in the batch. Placed after `SampledLogprobs`
+    (its scores are the raw logits with vision tokens suppressed; the log-probs are taken there).
+    Rows that already stopped keep drawing; their tokens are cut by `generate`'s padding.
+    """
+
+    def __init__(self, generators: Sequence[torch.Generator], temperature: float, top_p: float, top_k: int):
+        self.generators = list(generators)
+        self.temperature, self.top_p, self.top_k = float(temperature), float(top_p), int(top_k)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        choice = torch.full_like(scores, float("-inf"))
+        for b, generator in enumerate(self.generators):
+            token = pick_token(scores[b].float(), self.temperature, self.top_p, self.top_k, False, generator)
+            choice[b, token] = 0.0
+        return choice

@@ -6,9 +6,14 @@ Two paths:
   through one left-padded `model.generate` call per `max_batch_size` rows, the vision
   placeholders masked and the sampled tokens' log-probs taken inside generation
   (`SampledLogprobs`: no (B, N, V) logits stack is kept).
-- Other rows (forced ids, hidden states, a seed) run one at a time: one forward over the part of
+- Other rows (forced ids, hidden states) run one at a time: one forward over the part of
   prompt + forced ids the cache does not hold, the forced ids' log-probs from its logits, the
   hidden rows of the computed positions, then token-by-token decoding from its KV cache.
+
+Sampling, on both paths: each row draws from its own `torch.Generator` (`pick_token`; batched
+through `RowSampler`), seeded from the request's `seed` (`webrl.policy.seeds`) or, without one,
+from the process's RNG. So a seeded row's tokens do not depend on the rows it shares a batch with
+(up to the forward pass's numerics, which batch composition can move in the last bits).
 
 Prefix cache (webrl's, the in-process counterpart of SGLang's radix cache): the KV caches of the
 last `cache_entries` single-row requests are kept with their ids (image pads keyed by the image's
@@ -38,7 +43,7 @@ import torch
 from webrl.models.tokens import VISION_TOKENS
 from webrl.policy.backend import (ENGINE_CAPABILITIES, GenerateRequest, Generated, cut_at_stop, image_keyed,
                                   reusable_prefix)
-from webrl.policy.sampled_logprobs import LogitsProcessorList, SampledLogprobs
+from webrl.policy.sampled_logprobs import LogitsProcessorList, RowSampler, SampledLogprobs, pick_token
 
 
 @dataclass
@@ -53,23 +58,6 @@ class CacheEntry:
     """Positions of element-line starts in `key` (pointer models)."""
     cache_key: Optional[str] = None
     """The namespace it was computed under (`GenerateRequest.cache_key`)."""
-
-
-def pick_token(logits: torch.Tensor, temperature: float, top_p: float, top_k: int, greedy: bool,
-               generator: Optional[torch.Generator] = None) -> int:
-    """Argmax (greedy) or a sample from softmax(logits / T) truncated to top-k / top-p."""
-    if greedy:
-        return int(logits.argmax())
-    scores = logits / temperature
-    if top_k:
-        kth = torch.topk(scores, min(top_k, scores.numel())).values[-1]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_scores, order = scores.sort(descending=True)
-        probs = sorted_scores.softmax(-1)
-        drop = probs.cumsum(-1) - probs >= top_p  # keep the token that crosses top_p
-        scores = scores.scatter(0, order[drop], float("-inf"))
-    return int(torch.multinomial(scores.softmax(-1), 1, generator=generator))
 
 
 class TransformersBackend:
@@ -150,13 +138,14 @@ class TransformersBackend:
         batch = self.inputs([(r.prompt_ids, r.images, r.pixel_bounds) for r in rows])
         temperature = 1.0 if first.greedy else first.temperature
         recorder = SampledLogprobs(temperature, self.suppress_ids)
+        processors = [recorder]
+        if not first.greedy:  # every row sampled from its own generator, `generate` then picks it greedily
+            processors.append(RowSampler([self._generator(r.seed) for r in rows], first.temperature,
+                                         first.top_p, first.top_k))
         kwargs = dict(max_new_tokens=first.max_new_tokens, eos_token_id=list(first.stop_ids) or None,
                       pad_token_id=self.pad_id, return_dict_in_generate=True, repetition_penalty=1.0,
-                      logits_processor=LogitsProcessorList([recorder]), top_k=None if first.greedy else first.top_k)
-        if first.greedy:
-            kwargs.update(do_sample=False, temperature=None, top_p=None)
-        else:
-            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
+                      logits_processor=LogitsProcessorList(processors), do_sample=False, temperature=None,
+                      top_p=None, top_k=None)
         if not first.stop_ids:
             kwargs["eos_token_id"] = self.model.generation_config.eos_token_id
         sparse = self.sparse.prefill(batch) if self.sparse is not None else contextlib.nullcontext()
@@ -212,9 +201,7 @@ class TransformersBackend:
         if not r.max_new_tokens:
             return [], [], "none"
         temperature = 1.0 if r.greedy else r.temperature
-        generator = None
-        if r.seed is not None:
-            generator = torch.Generator(device=logits.device).manual_seed(int(r.seed))
+        generator = None if r.greedy else self._generator(r.seed)
         suppress = torch.tensor(self.suppress_ids, dtype=torch.long, device=logits.device)
         ids, logps = [], []
         for _ in range(r.max_new_tokens):
@@ -230,6 +217,12 @@ class TransformersBackend:
                 out = self.model(input_ids=torch.tensor([[token]], device=self.model.device), cache=cache, use_cache=True)
             logits = out.logits[0, -1].float()
         return ids, logps, "length"
+
+    def _generator(self, seed: Optional[int]) -> torch.Generator:
+        """A row's sampling generator: seeded from `seed`, or from the process's RNG when None."""
+        if seed is None:
+            seed = int(torch.randint(0, 2 ** 62, ()))
+        return torch.Generator(device=self.model.device).manual_seed(int(seed))
 
     # -- the prefix cache --------------------------------------------------------------------------
     def _hit(self, r: GenerateRequest) -> bool:

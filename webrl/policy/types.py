@@ -143,6 +143,8 @@ class PolicyRequest:
     observation: Observation
     history: Sequence[Turn] = ()
     request_id: str = ""
+    seed: Optional[int] = None
+    """The sampling seed of this decision (`webrl.policy.seeds`); None: the engine's RNG."""
 
 
 @dataclass

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from webrl.policy.seeds import derive_seed
 from webrl.policy.types import PolicyRequest
 from webrl.rollout.balanced import BalancedRolloutConfig
 from webrl.rollout.episode import Decide, Episode, EpisodeInfraError, EpisodeSpec, run_episode_async
@@ -234,15 +235,18 @@ class RolloutCoordinator:
     on_trajectory(traj): called once per finished trajectory in a thread of the loop's default
       executor (a log's encoding and writing must not stall the other trajectories); an int it
       returns is added to `RolloutStats.log_bytes` (`TrajectoryLog` returns the bytes it wrote).
+    seed: the run's seed; member m of group g samples with `derive_seed(seed, g, m)` (its turn t
+      with a sub-seed of that, `webrl.policy.seeds`), a retry as the first attempt did. None:
+      unseeded (the engine's RNG).
     """
 
     def __init__(self, env_slots: Sequence[tuple[Any, int]], inference: Sequence[Any],
                  config: RolloutConfig, on_trajectory: Optional[Callable[[Trajectory], Any]] = None,
-                 progress: Optional[Callable[[RolloutStats, int], None]] = None):
+                 progress: Optional[Callable[[RolloutStats, int], None]] = None, seed: Optional[int] = None):
         if not env_slots or not inference:
             raise ValueError("RolloutCoordinator needs at least one env slot and one inference worker")
         self.env_slots, self.inference, self.config = list(env_slots), list(inference), config
-        self.on_trajectory, self.progress = on_trajectory, progress
+        self.on_trajectory, self.progress, self.seed = on_trajectory, progress, seed
         self._next_inference = itertools.cycle(range(len(self.inference)))
 
     # -- one call per batch ----------------------------------------------------------------
@@ -279,17 +283,18 @@ class RolloutCoordinator:
                         size: Optional[int] = None) -> list[Trajectory]:
         """The G (or `size`) trajectories of one task, each on its own (complete when all finish or drop)."""
         start = time.monotonic() if start is None else start
-        return list(await asyncio.gather(*(self._trajectory(task, group_id, max_turns, slots, stats, total, start)
-                                           for _ in range(self.config.group_size if size is None else size))))
+        return list(await asyncio.gather(*(self._trajectory(task, group_id, member, max_turns, slots, stats, total,
+                                                            start)
+                                           for member in range(self.config.group_size if size is None else size))))
 
     # -- one trajectory, retried on infrastructure errors ----------------------------------
-    async def _trajectory(self, task: Any, group_id: str, max_turns: int, slots: asyncio.Queue,
+    async def _trajectory(self, task: Any, group_id: str, member: int, max_turns: int, slots: asyncio.Queue,
                           stats: RolloutStats, total: int, start: float) -> Trajectory:
         reason, limit_s = "", self.config.trajectory_timeout(max_turns)
         for attempt in range(self.config.max_retries + 1):
             slot = await slots.get()
             try:
-                traj = await asyncio.wait_for(self._episode(task, group_id, max_turns, slot, stats), limit_s)
+                traj = await asyncio.wait_for(self._episode(task, group_id, member, max_turns, slot, stats), limit_s)
                 traj.info.attempts = attempt + 1
                 break
             except asyncio.TimeoutError:
@@ -320,10 +325,12 @@ class RolloutCoordinator:
             self.progress(stats, total)
         return traj
 
-    def episode_spec(self, task: Any, group_id: str, max_turns: int, **overrides: Any) -> EpisodeSpec:
-        """The `EpisodeSpec` of a rollout trajectory under this coordinator's config."""
+    def episode_spec(self, task: Any, group_id: str, max_turns: int, member: int = 0, **overrides: Any) -> EpisodeSpec:
+        """The `EpisodeSpec` of a rollout trajectory under this coordinator's config (its sampling
+        seed from the run's seed, the group id and the member)."""
         c = self.config
-        fields = dict(task=task, group_id=group_id, max_turns=max_turns, screenshot=c.screenshot,
+        seed = None if self.seed is None else derive_seed(self.seed, group_id, member)
+        fields = dict(task=task, group_id=group_id, member=member, seed=seed, max_turns=max_turns, screenshot=c.screenshot,
                       keep_history_images=c.keep_history_images, stop_after_parse_failures=c.stop_after_parse_failures)
         return EpisodeSpec(**{**fields, **overrides})
 
@@ -347,9 +354,9 @@ class RolloutCoordinator:
         inference = self.inference[next(self._next_inference)]
         return await self.call(inference, "act_one", request, timeout=self.config.inference_timeout_s)
 
-    async def _episode(self, task: Any, group_id: str, max_turns: int, slot: tuple[Any, int],
+    async def _episode(self, task: Any, group_id: str, member: int, max_turns: int, slot: tuple[Any, int],
                        stats: RolloutStats) -> Trajectory:
-        episode = await self.episode(self.episode_spec(task, group_id, max_turns), slot, stats)
+        episode = await self.episode(self.episode_spec(task, group_id, max_turns, member), slot, stats)
         return episode.trajectory
 
     async def call(self, target: Any, method: str, *args: Any, timeout: Optional[float] = None) -> Any:

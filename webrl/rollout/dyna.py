@@ -71,6 +71,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from webrl.policy.seeds import derive_seed, sub_seed
 from webrl.policy.types import PolicyRequest, marked_from_turn
 from webrl.rollout.episode import Decided, light_history, new_trajectory
 from webrl.types import Trajectory, Turn
@@ -241,10 +242,12 @@ class SimRollout:
         request = refine_request(traj, t, state.future, co.config.keep_history_images)
         plain = traj.turns[t].observation
         for k in range(self.refinements):
-            decision, version = await co.decide(dataclasses.replace(request, request_id=f"{request.request_id}/{k}"))
+            seed = None if co.seed is None else derive_seed(co.seed, "dyna", traj.group_id, i, t, k)
+            decision, version = await co.decide(dataclasses.replace(request, request_id=f"{request.request_id}/{k}",
+                                                                     seed=sub_seed(seed, "refine")))
             spec = co.episode_spec(task, f"dyna:{traj.group_id}", max_turns, prefix=traj.turns[:t], source="dyna",
                                    expect=(plain.url, plain.title, plain.elements_text),
-                                   first=Decided(decision, version, "dyna_refine"))
+                                   first=Decided(decision, version, "dyna_refine"), seed=seed)
             slot = await slots.get()
             try:
                 episode = await co.episode(spec, slot)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Generator, NamedTuple, Optional, Sequence, Union
 
 from webrl.actions import Action, ParseError
+from webrl.policy.seeds import sub_seed
 from webrl.policy.types import Decision, MarkedObservation, Observation, PolicyRequest
 from webrl.types import Image, Trajectory, TrajectoryInfo, Turn
 
@@ -105,6 +106,10 @@ class EpisodeSpec:
 
     task: Any
     group_id: str = ""
+    member: int = 0
+    """The trajectory's index within its group (group members share the task and the group id)."""
+    seed: Optional[int] = None
+    """The episode's sampling seed: turn t decides with `derive_seed(seed, t)`; None: unseeded."""
     max_turns: int = 15
     """Turns at most, prefix included."""
     prefix: Sequence[Turn] = ()
@@ -222,7 +227,8 @@ def episode_steps(spec: EpisodeSpec) -> Generator[Union[Reset, Step, Decide], An
     while len(history) < spec.max_turns and not (history and (result.terminated or result.truncated)):
         observation = observation_of(result, spec.screenshot)
         request = PolicyRequest(observation, light_history(history, spec.keep_history_images),
-                                request_id=f"{spec.group_id}/{len(history)}")
+                                request_id=f"{spec.group_id}/{spec.member}/{len(history)}",
+                                seed=sub_seed(spec.seed, len(history)))
         if pending is not None:
             answer, pending = pending, None
         else:

@@ -79,7 +79,7 @@ def launch_command(kind: str, model_path: str, port: int, host: str = "127.0.0.1
 
 def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env: str = "",
                  admin_api_key_env: str = "", hidden_states: bool = False,
-                 environ: Optional[dict] = None) -> list[str]:
+                 environ: Optional[dict] = None, deterministic: bool = False) -> list[str]:
     """What a launched server must be told so that the run's requests mean the same there:
 
     - image_pixels (min, max): the bounds the run's prompts count image tokens at; a server
@@ -89,6 +89,9 @@ def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env:
       `--api-key` / `--admin-api-key` values (visible in the process list of the server's node).
     - hidden_states: the cascade's heads read hidden states; SGLang returns them only when
       started with `--enable-return-hidden-states`.
+    - deterministic (run.deterministic): SGLang's batch-invariant mode,
+      `--enable-deterministic-inference` (the only mode where it honours `sampling_seed`); webrl
+      serve decodes one row per forward already and honours seeds always, so it needs no flag.
     Put before `launch_args`, so that a user's own flag comes last and wins."""
     env = os.environ if environ is None else environ
     low, high = image_pixels
@@ -102,7 +105,8 @@ def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env:
     for flag, name in (("--api-key", api_key_env), ("--admin-api-key", admin_api_key_env)):
         if name and env.get(name):
             out += [flag, env[name]]
-    return out + (["--enable-return-hidden-states"] if hidden_states else [])
+    out += ["--enable-return-hidden-states"] if hidden_states else []
+    return out + (["--enable-deterministic-inference"] if deterministic else [])
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -335,7 +339,7 @@ class InferenceServer:
 
 def start_server_actors(config: Any, model_path: str, log_root: str | Path, placement_group: Any = None,
                         bundle_offset: int = 0, image_pixels: tuple[int, int] = (0, 0),
-                        hidden_states: bool = False) -> tuple[list, list[str]]:
+                        hidden_states: bool = False, deterministic: bool = False) -> tuple[list, list[str]]:
     """`config.num_servers` Ray actors (`ServerConfig`), each launching one server of
     `config.launch` on `model_path` (server i in bundle `bundle_offset + i` of `placement_group`
     when one is given) with the run's `server_flags`; returns (actors, their URLs) once all are
@@ -352,7 +356,7 @@ def start_server_actors(config: Any, model_path: str, log_root: str | Path, plac
         config.launch, model_path, config.host, config.port + i if config.port else 0, list(config.launch_args),
         str(Path(log_root) / f"server_{i}"), config.startup_timeout_s, config.max_restarts,
         dict(image_pixels=image_pixels, api_key_env=config.api_key_env, admin_api_key_env=config.admin_api_key_env,
-             hidden_states=hidden_states))
+             hidden_states=hidden_states, deterministic=deterministic))
         for i in range(config.num_servers)]
     try:
         urls = ray.get([a.start.remote() for a in actors], timeout=config.startup_timeout_s + 60)

@@ -178,7 +178,7 @@ class RunActors:
                 self.config.rollout.server, resolve_shipped(model_path), self.run_dir / "servers",
                 placement_group=self.placement_group, bundle_offset=self.layout.servers,
                 image_pixels=(prompt.min_pixels, prompt.max_pixels),
-                hidden_states="cascade" in self.config.policy.wrappers)
+                hidden_states="cascade" in self.config.policy.wrappers, deterministic=self.config.run.deterministic)
         return self._server_urls
 
     def wait_started(self) -> None:

@@ -327,13 +327,17 @@ class WebRLConfig:
 
     @staticmethod
     def derived_overrides(merged: dict, explicit: set[str]) -> list[str]:
-        """Defaults that follow from the task source (`webrl.config.load_config` applies them to
-        every key no preset or override set): a live-web tasks file (tasks.source=file, not
+        """Defaults that follow from other keys (`webrl.config.load_config` applies them to
+        every key no preset or override set): run.deterministic batches one request per forward in
+        process (batch composition moves the forward's last bits); a live-web tasks file (tasks.source=file, not
         `webrl synth`'s) runs under the live-web network policy (CDN subresources load, internal
         hosts stay out) and is scored by the judge recipe, as webrl/LiveWeb-v0 does; the
         sandbox's allowlist policy and programmatic checker would abort every CDN request and
         leave every trajectory unscored."""
         tasks, out = merged["tasks"], []
+        if (merged["run"]["deterministic"] and merged["rollout"]["engine"] == "transformers"
+                and "inference.max_batch_size" not in explicit):
+            out.append("inference.max_batch_size=1")  # run.deterministic: one request per forward in process
         if tasks["source"] == "file" and tasks.get("file_format") != "synth":
             if "env.subresource_policy" not in explicit:
                 out.append("env.subresource_policy=public")

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 from webrl.evaluation.evaluator import Evaluator
 from webrl.reward import build_reward, score_trajectories
+from webrl.policy.seeds import derive_seed
 from webrl.rollout import ProgressBar, RolloutCoordinator, TrajectoryLog
 from webrl.envs.task import draw_tasks, task_rng
 from webrl.run.config import WebRLConfig
@@ -72,12 +73,12 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
     if rollout:
         sampler = actors.start_inference(model_path, cfg.generator, 0, res.num_inference_workers)
         coordinator = RolloutCoordinator(slots, sampler, cfg.rollout, on_trajectory=trajectory_log,
-                                         progress=ProgressBar())
+                                         progress=ProgressBar(), seed=cfg.run.seed)
     sampled = None
     if cfg.eval.samples_per_task and cfg.tasks.eval_tasks:  # the rollout's sampler; its own when only evaluating
         sampler = sampler or actors.start_inference(model_path, cfg.generator, 0)
         sampled = RolloutCoordinator(slots, sampler, evaluation_rollout(cfg.rollout, cfg.eval.samples_per_task),
-                                     on_trajectory=None, progress=ProgressBar())
+                                     on_trajectory=None, progress=ProgressBar(), seed=derive_seed(cfg.run.seed, "eval"))
     evaluator = Evaluator(eval_source, greedy_coordinator, lambda t: score_trajectories(reward_fn, t), log,
                           run_dir / "eval_outcomes.jsonl", tasks=cfg.tasks.eval_tasks, seed=cfg.run.seed,
                           sampled=sampled, samples_per_task=cfg.eval.samples_per_task if sampled else 0)

@@ -78,6 +78,27 @@ def _live_web_file_needs_a_judge(c: "WebRLConfig") -> Optional[str]:
     return None
 
 
+# --- reproducibility -------------------------------------------------------------------------
+
+@rule("run.deterministic", "rollout.mode",
+      why="an async collector's turns race the learner: which weights sample a turn depends on timing")
+def _deterministic_needs_sync(c: "WebRLConfig") -> Optional[str]:
+    if c.run.deterministic and c.rollout.mode == "async":
+        return ("run.deterministic=true needs rollout.mode=sync: in async mode which policy version samples a "
+                "turn depends on timing, so no two runs match; set rollout.mode=sync or run.deterministic=false")
+    return None
+
+
+@rule("run.deterministic", "inference.max_batch_size", "rollout.engine",
+      why="in process, which requests share a batch moves the forward's numerics and so the sampled tokens")
+def _deterministic_batches_one(c: "WebRLConfig") -> Optional[str]:
+    if c.run.deterministic and c.rollout.engine == "transformers" and c.inference.max_batch_size > 1:
+        return (f"run.deterministic=true runs one request per forward in process, but inference.max_batch_size="
+                f"{c.inference.max_batch_size}: a batch's composition depends on timing and moves the numerics; "
+                f"leave inference.max_batch_size unset (it becomes 1) or set run.deterministic=false")
+    return None
+
+
 # --- the learner's objective and its sections ------------------------------------------------
 
 @rule("learner.objective", why="the RL stage trains grpo or ppo; the sft stage has its own learner")

@@ -74,6 +74,7 @@ from webrl.actions import Action
 from webrl.policy.cascade.features import Prefill, StepFeatures, prefill, step_features
 from webrl.policy.cascade.heads import KINDS_WITH_ELEMENT, DecisionHeads, HeadInputs
 from webrl.policy.images import ImageGeometry
+from webrl.policy.seeds import sub_seed
 from webrl.policy.stack import CascadeConfig
 from webrl.policy.types import Decision, DecisionStats, MarkedObservation, PolicyRequest, SoMElement
 
@@ -240,10 +241,11 @@ class CascadePolicy:
         if proposal.action is not None and self.config.threshold < 1.0 and proposal.confidence >= self.config.threshold:
             action = format_action(proposal.action, proposal.element, self.format, pre.prompt.geometry)
         if action is not None:
-            ids, logps, text, generated, finish, cached = self._heads_path(pre, action, proposal.needs_text)
+            ids, logps, text, generated, finish, cached = self._heads_path(pre, action, proposal.needs_text,
+                                                                           sub_seed(request.seed, "write"))
             decided_by = "heads+write" if proposal.needs_text else "heads"
         else:
-            row = self.generator.request(pre.prompt, pre.input_ids, cache_key=pre.cache_key)
+            row = self.generator.request(pre.prompt, pre.input_ids, cache_key=pre.cache_key, seed=request.seed)
             out = self.generator.backend.generate([row])[0]
             ids, logps, finish, cached = list(out.ids), list(out.logprobs), out.finish, out.cached_tokens
             text, generated, decided_by = self.generator.text_of(ids), len(ids), "generator"
@@ -265,8 +267,8 @@ class CascadePolicy:
         rendered = self.format.render(action, geometry)
         return rendered[:rendered.index(WRITE_SENTINEL)]
 
-    def _heads_path(self, pre: Prefill, action: Action,
-                    needs_text: bool) -> tuple[list[int], list[float], str, int, str, int]:
+    def _heads_path(self, pre: Prefill, action: Action, needs_text: bool,
+                    seed: Optional[int] = None) -> tuple[list[int], list[float], str, int, str, int]:
         """(response ids, log-probs, text, generated tokens, finish, cached prompt tokens) of a heads
         decision. The response is the format's rendering of `action` (coordinates written for this
         prompt's screenshot geometry), tokenised as the generator would have had to write it; its
@@ -280,7 +282,7 @@ class CascadePolicy:
         if needs_text or record:  # the forced prefix after the prompt, then (WRITE) the generator writes
             row = self.generator.request(pre.prompt, pre.input_ids, forced_ids=forced,
                                          max_new_tokens=self.config.max_text_tokens if needs_text else 0,
-                                         cache_key=pre.cache_key)
+                                         cache_key=pre.cache_key, seed=seed)
             out = self.generator.backend.generate([row])[0]
             forced_logps, cached = out.forced_logprobs, out.cached_tokens
             if needs_text:

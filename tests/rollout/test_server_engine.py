@@ -77,6 +77,21 @@ def test_greedy_decisions_equal_in_process(family, served):
     engine.close()
 
 
+def test_seeded_sampled_decisions_equal_in_process(served):
+    """The same seeds sample the same tokens through webrl serve as in process (the seed travels
+    as sampling_seed); another seed samples others."""
+    server, local = served["qwen2.5-vl"]
+    config = generator_config(greedy=False, temperature=1.0)
+    sampler = GeneratorPolicy(local.model, local.processor, config)
+    engine = ServerEngine([server.url], local.processor, config, "qwen2.5-vl")
+    reqs = [dataclasses.replace(r, seed=40 + i) for i, r in enumerate(requests(local.builder.format))]
+    remote = engine.act(reqs)
+    assert_same_decisions(remote, sampler.act(reqs))
+    reseeded = engine.act([dataclasses.replace(r, seed=r.seed + 100) for r in reqs])
+    assert [d.response_ids for d in reseeded] != [d.response_ids for d in remote]
+    engine.close()
+
+
 def test_factory_is_picklable_and_builds_the_same_prompts(served, tiny_qwen25vl_path):
     server, local = served["qwen2.5-vl"]
     factory = pickle.loads(pickle.dumps(ServerEngineFactory([server.url], tiny_qwen25vl_path, generator_config())))

@@ -26,6 +26,16 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    # Modules holding a slow test run first, the top-level ones (the end-to-end runs) before the
+    # packages', each module's tests kept together and in order: the two xdist workers then start
+    # on the longest runs and fill in with short tests, instead of ending the suite on a tail of
+    # long ones (tests/test_*.py are collected last).
+    slow = {item.module.__name__ for item in items if "slow" in item.keywords and item.module is not None}
+
+    def rank(item) -> tuple[bool, int]:
+        name = item.module.__name__ if item.module is not None else ""
+        return name not in slow, name.count(".") if name in slow else 0
+    items.sort(key=rank)
     if _cuda_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs CUDA")

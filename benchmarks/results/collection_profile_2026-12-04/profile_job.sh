@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Profile the main job's collection: py-spy on the driver, env worker and inference worker.
 set -u
-OUT=${1:-/tmp/prof}
+OUT=$(realpath -m "${1:-/tmp/prof}")
 DUR=${2:-45}
 rm -rf $OUT && mkdir -p $OUT
-cd /work/main
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
 .venv/bin/python examples/train_online_mind2web.py trainer.iterations=4 tasks.eval_tasks=0 run.run_dir=$OUT/run "${@:3}" > $OUT/job.log 2>&1 &
 JOB=$!
 echo job $JOB

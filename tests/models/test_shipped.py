@@ -47,8 +47,9 @@ def test_shipped_checkpoint_meets_its_model_card(name, tmp_path, monkeypatch):
     """`webrl eval` of each shipped checkpoint, offline, on the fixed held-out sample its model
     card reports (`webrl_card.json`'s `test_sample`: config overrides, environment variables,
     and the success and valid-action rate measured with them), in the prompt format it was trained with
-    (`webrl_prompt.json`). With one env slot and the sandbox shown at a fixed origin the prompts
-    are identical between runs and greedy decoding repeats the card's figures; the margins (one
+    (`webrl_prompt.json`). With the sandbox shown at a fixed origin the prompts are identical
+    between runs, and with `run.deterministic=true` (one request per forward pass) greedy decoding
+    repeats the card's figures whatever the two env slots' timing; the margins (one
     task, 5 points of valid actions) absorb a flipped argmax between CPU builds."""
     import os
 

@@ -68,3 +68,22 @@ def test_learner_config_has_no_place_for_the_derived_values(key):
 
     with pytest.raises(ConfigError, match=f"unknown config key '{key}'"):
         load_config(LearnerConfig, overrides=[f"{key}=1"])
+
+
+def test_deepspeed_is_imported_without_mlflow_which_stays_importable():
+    """`import_deepspeed` keeps DeepSpeed's autotuner from importing mlflow (1.4 s of every learner
+    start-up); mlflow itself (webrl's tracker) still imports afterwards. A fresh interpreter: this
+    one may have loaded either already."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from webrl.learner.engine import import_deepspeed\n"
+              "ds = import_deepspeed()\n"
+              "import deepspeed.autotuning.autotuner as tuner\n"
+              "loaded_with_deepspeed = 'mlflow' in sys.modules\n"
+              "import mlflow\n"
+              "print(ds.__name__, tuner.has_mlflow, loaded_with_deepspeed, mlflow.MlflowClient.__name__)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-4:] == ["deepspeed", "False", "False", "MlflowClient"], out.stdout

@@ -32,8 +32,8 @@ from webrl.algos import OBJECTIVES, LearnerOutputs, LossScale
 from webrl.learner import checkpoint as ckpt
 from webrl.learner.batching import RankPlan
 from webrl.learner.config import LearnerConfig, LearnerRun
-from webrl.learner.engine import (build_optimizer, deepspeed_config, init_distributed, resolve_device,
-                                  set_distributed_env)
+from webrl.learner.engine import (build_optimizer, deepspeed_config, import_deepspeed, init_distributed,
+                                  resolve_device, set_distributed_env)
 from webrl.learner.metrics import merge_metrics
 from webrl.learner.model import PolicyModule
 from webrl.learner.rank_weights import RankWeights
@@ -77,7 +77,7 @@ class LearnerWorker:
 
     def __init__(self, config: LearnerConfig, run: LearnerRun, rank: int = 0, world_size: int = 1,
                  master_addr: str = "127.0.0.1", master_port: int = 29500, num_cpus: int = 1):
-        import deepspeed
+        deepspeed = import_deepspeed()
 
         from webrl.models import load_model
 

@@ -109,6 +109,9 @@ def as_config(config: Union["WebEnvConfig", Mapping[str, Any], None]) -> WebEnvC
 
 PNG_COMPRESS_LEVEL = 1
 """zlib level of the screenshot PNG a worker returns (1: fast; 6: a bit smaller, several times slower)."""
+AUTO_THREADS = 4
+"""Browsers a worker starts for `threads=0` when it has more slots: past a few, the browsers
+compete for the cores (2-core measurements: 4 browsers for 4 slots 1.7x one, but 190 MB each)."""
 
 
 @dataclass
@@ -123,10 +126,12 @@ class EnvWorkerConfig:
 
     num_slots: int = 4
     """Environments hosted on the worker."""
-    threads: int = 1
+    threads: int = 0
     """Browser groups, each one thread + one Chromium; slot i runs in group i % threads, so up to
-    `threads` slots step at the same time. 1..num_slots; 1 = one browser, calls inline (each
-    further group costs one Chromium browser process)."""
+    `threads` slots step at the same time. 0..num_slots; 0 = one browser per slot, at most
+    AUTO_THREADS (4); 1 = one browser, calls inline. Each further group costs one Chromium
+    (about 190 MB); the main job's 4 slots on 4 browsers collect 1.7x the env steps/s of one
+    (benchmarks/results/collection_2026-12-04)."""
     executable_path: str = BrowserConfig.executable_path
     """Chromium binary; "" = $WEBRL_CHROMIUM, else Playwright's own browser, else /usr/bin/chromium."""
     headless: bool = BrowserConfig.headless
@@ -167,13 +172,20 @@ class EnvWorkerConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.num_slots, int) or not 1 <= self.num_slots <= 256:
             raise ValueError(f"EnvWorkerConfig.num_slots (env.num_slots) must be in 1..256, got {self.num_slots!r}")
-        if not isinstance(self.threads, int) or not 1 <= self.threads <= self.num_slots:
-            raise ValueError(f"EnvWorkerConfig.threads (env.threads) must be an integer in 1..num_slots "
-                             f"= 1..{self.num_slots}, got {self.threads!r}")
+        if not isinstance(self.threads, int) or not 0 <= self.threads <= self.num_slots:
+            raise ValueError(f"EnvWorkerConfig.threads (env.threads) must be an integer in 0..num_slots "
+                             f"= 0..{self.num_slots} (0: one browser per slot, at most {AUTO_THREADS}), "
+                             f"got {self.threads!r}")
         for name, cls in (("network", NetworkPolicyConfig), ("recording", RecordingConfig)):
             if isinstance(getattr(self, name), Mapping):
                 setattr(self, name, cls(**dict(getattr(self, name))))
         self.web_env_config()  # the sections check every setting
+
+    @property
+    def browser_groups(self) -> int:
+        """How many browsers (and browser threads) the worker runs: `threads`, or for 0 one per
+        slot up to AUTO_THREADS."""
+        return self.threads or min(self.num_slots, AUTO_THREADS)
 
     def web_env_config(self) -> WebEnvConfig:
         """The `WebEnvConfig` of every slot (a fresh one per call)."""

@@ -5,8 +5,8 @@ episodes and scrubbed in between, `webrl.envs.context_pool`).
 Observations leave the worker with the screenshot as PNG bytes (`obs["screenshot"]`), never as
 a pickled array: a 1280x1000 RGB array is 3.8 MB, its PNG tens of kB.
 
-Concurrency: the slots are split round-robin over `threads` browser groups (slot i in group
-i % threads). A group is one thread with its own sync-Playwright driver and its own
+Concurrency: the slots are split round-robin over `config.browser_groups` browser groups (slot i
+in group i % groups). A group is one thread with its own sync-Playwright driver and its own
 `BrowserSession` (one Chromium); its slots' calls run on that thread only, because sync
 Playwright objects may only be used from the thread that made them. Calls for slots of
 different groups run at the same time; calls for slots of one group queue on its thread.
@@ -19,8 +19,9 @@ all of it written twice. A step is mostly waiting on Chromium (IPC, page loads, 
 during which the GIL is free, so threads overlap exactly what is slow. The price is one
 Chromium browser process per group (its renderers are per context either way; measured about
 190 MB PSS per further group, benchmarks/results/env_concurrency_2026-12-01), hence
-`threads` defaults to 1 and a GPU run sets it (e.g. `env.threads=env.num_slots` when memory
-allows, or a divisor of num_slots to share browsers between slots).
+`threads=0` (the default) starts one browser per slot only up to `AUTO_THREADS` (4), and a
+worker with many slots sets it (e.g. the 4B preset's 30 slots on 10 browsers, or a divisor of
+num_slots to share browsers between slots). `config.browser_groups` is the number started.
 
 The Ray shell is `ray.remote(...)(EnvWorker)` with `max_concurrency=1` when threads=1 (all
 calls on one thread, as sync Playwright needs) and `num_slots + 1` otherwise (every slot's call
@@ -111,7 +112,8 @@ class EnvWorker:
         self.config = config
         self.env_config = env_config if env_config is not None else config.web_env_config()
         self.include_raw_screenshot = include_raw_screenshot
-        self.groups = [_BrowserGroup(g, inline=config.threads == 1) for g in range(config.threads)]
+        groups = config.browser_groups
+        self.groups = [_BrowserGroup(g, inline=groups == 1) for g in range(groups)]
         self.envs: list[WebEnv] = [None] * config.num_slots  # type: ignore[list-item]
         # groups start their browsers at the same time, each on its own thread
         futures = [group.submit(self._start_group, group, tasks) for group in self.groups]
@@ -234,7 +236,7 @@ def actor_concurrency(config: EnvWorkerConfig) -> int:
     """Ray max_concurrency of the worker's shell: 1 for one inline browser, else a call per slot
     plus one (a call for one group's slot never waits on another group's; ping and close still
     queue on each group's thread behind its step in flight)."""
-    return 1 if config.threads == 1 else config.num_slots + 1
+    return 1 if config.browser_groups == 1 else config.num_slots + 1
 
 
 def as_worker_config(config: Union[EnvWorkerConfig, Mapping[str, Any], None]) -> EnvWorkerConfig:

@@ -6,7 +6,7 @@
     ray job submit --working-dir . -- python examples/train_online_mind2web.py --config NAME
     webrl train --config smoke                                    # the same, from the CLI
 
-The embedded default runs on a 2-core CPU in about 6 minutes (361-369 s measured on 2026-12-04): local Ray, the project's sandbox
+The embedded default runs on a 2-core CPU in about 4.5 minutes (263 s measured on 2026-12-04): local Ray, the project's sandbox
 websites, GRPO iterations from the shipped SFT checkpoint `webrl:tiny-webagent-pointer` (a tiny
 Qwen2.5-VL that chooses elements with an element pointer, trained by
 `webrl sft --config tiny_webagent_pointer_sft`; see its MODEL_CARD.md), and greedy evaluation on

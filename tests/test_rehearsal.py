@@ -30,8 +30,9 @@ Only these settings differ from the preset, each for the reason given:
                      on 127.0.0.1 embeds an image from 127.0.0.3: the browser reports it blocked
                      and the server on 127.0.0.3 never sees a request
     judge            reward.base_url = `webrl serve` (a subprocess started here) with the
-                     same tiny model, max_retries=0, timeout_s=300 (a CPU judge on loaded cores);
-                     its verdicts are unreadable, so every judged trajectory is dropped as
+                     same tiny model, max_retries=0, timeout_s=300 (a CPU judge on loaded cores),
+                     max_tokens=64 (the preset's 1,024 would only lengthen replies that are
+                     unreadable at any length); every judged trajectory is dropped as
                      judge_unparseable (or judge_timeout) and counted in the metrics
     cluster          resources.ray_address = the head below; the head has 3 CPUs and node 2 has 4,
                      so the learner's 4-CPU bundle fits only on node 2 and the env worker (1 CPU)
@@ -154,7 +155,7 @@ def _overrides(run_dir: Path, tasks: Path, judge_url: str, address: str) -> list
             "rollout.group_size=2", "rollout.max_turns=3", "rollout.horizon_schedule=[]",
             "generator.sampling.max_new_tokens=48",
             "learner.batching.mini_batches=1", f"reward.base_url={judge_url}", "reward.model=judge",
-            "reward.max_retries=0", "reward.timeout_s=300"]
+            "reward.max_retries=0", "reward.timeout_s=300", "reward.max_tokens=64"]
 
 
 def _train(overrides: list[str], log: Path, env: dict) -> str:

@@ -58,7 +58,7 @@ def test_every_flat_setting_reaches_the_web_env_config():
 def test_a_bad_flat_setting_fails_at_construction():
     with pytest.raises(ValueError, match="SafetyConfig.dialog_policy must be one of"):
         EnvWorkerConfig(dialog_policy="ignore")
-    with pytest.raises(ValueError, match="threads .* must be an integer in 1..num_slots"):
+    with pytest.raises(ValueError, match="threads .* must be an integer in 0..num_slots"):
         EnvWorkerConfig(num_slots=2, threads=3)
 
 

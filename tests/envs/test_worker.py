@@ -15,7 +15,7 @@ SMALL = {"viewport": "cpu"}
 
 @pytest.mark.browser
 def test_slots_share_a_browser_but_not_state(fixture_server):
-    worker = EnvWorker(EnvWorkerConfig(num_slots=3, **SMALL))
+    worker = EnvWorker(EnvWorkerConfig(num_slots=3, threads=1, **SMALL))  # one browser, inline
     try:
         results = [worker.reset(slot, options={"task": spec(fixture_server)}) for slot in range(3)]
         assert [r.slot for r in results] == [0, 1, 2]
@@ -78,7 +78,7 @@ def test_ray_actor_shell(run_dir, fixture_server):
 
     start_local_ray(2, tempfile.mkdtemp(prefix="ray", dir=run_dir))  # on loopback, retried on a loaded box
     try:
-        actor = make_env_worker_actor({"num_slots": 2, **SMALL}, num_cpus=1, max_restarts=1)
+        actor = make_env_worker_actor({"num_slots": 2, "threads": 1, **SMALL}, num_cpus=1, max_restarts=1)
         assert ray.get(actor.ping.remote(), timeout=120)
         first = ray.get(actor.reset.remote(0, options={"task": spec(fixture_server)}), timeout=120)
         ray.get(actor.reset.remote(1, options={"task": spec(fixture_server, "page2.html")}), timeout=120)

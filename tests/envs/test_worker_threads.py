@@ -58,10 +58,16 @@ class BarrierSite:
 
 
 def test_threads_config_names_the_key_and_range():
-    with pytest.raises(ValueError, match=r"env.threads\) must be an integer in 1..num_slots = 1..2, got 3"):
+    with pytest.raises(ValueError, match=r"env.threads\) must be an integer in 0..num_slots = 0..2 \(0: one "
+                                         r"browser per slot, at most 4\), got 3"):
         EnvWorkerConfig(num_slots=2, threads=3)
-    with pytest.raises(ValueError, match=r"1..num_slots = 1..4, got 0"):
-        EnvWorkerConfig(num_slots=4, threads=0)
+    with pytest.raises(ValueError, match=r"0..num_slots = 0..4 .*got -1"):
+        EnvWorkerConfig(num_slots=4, threads=-1)
+    # 0 (the default): one browser per slot, at most AUTO_THREADS; a number is taken as given
+    assert [EnvWorkerConfig(num_slots=n).browser_groups for n in (1, 2, 4, 9)] == [1, 2, 4, 4]
+    assert EnvWorkerConfig(num_slots=9, threads=3).browser_groups == 3
+    assert actor_concurrency(EnvWorkerConfig(num_slots=1)) == 1  # auto with one slot: inline
+    assert actor_concurrency(EnvWorkerConfig(num_slots=3)) == 4
     # the Ray shell: one thread for the inline worker, a call per slot + 1 otherwise
     assert actor_concurrency(EnvWorkerConfig(num_slots=4, threads=1)) == 1
     assert actor_concurrency(EnvWorkerConfig(num_slots=4, threads=2)) == 5

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.browser, pytest.mark.slow]
 
 
 def _env_config():
-    return EnvWorkerConfig(num_slots=2, viewport="640x480")
+    return EnvWorkerConfig(num_slots=2, threads=1, viewport="640x480")
 
 
 def _tasks(n):

@@ -1,0 +1,214 @@
+"""The main job's collection against its two floors, in one run (issue #39 item 2).
+
+Rows, all on the sandbox "widgets" level-0 tasks at 640x480 with N env slots (default 4):
+
+    raw Playwright   N loops (async Playwright, one page each) on one Chromium, and on N
+                     Chromiums (one each: a screenshot waits on its browser's compositor, which
+                     the pages of one browser share); each episode a navigation to the
+                     task's entry page and a PNG screenshot, then two clicks on a random
+                     visible link / button / input, each followed by a PNG screenshot, and a
+                     last screenshot for the stop() step: the browser's own cost of what an
+                     episode of the job does (about one reset and three steps, stop() included)
+    instant policy   webrl's own loop (RolloutCoordinator, one EnvWorker Ray actor of N slots,
+                     an InferenceActor) with a policy that answers at once: two clicks on
+                     seeded-random listed elements, then stop(). Everything but the model
+    main job         `examples/train_online_mind2web.py trainer.iterations=2 tasks.eval_tasks=0`
+                     (the embedded default without evaluation), env steps/s of each RL
+                     iteration as its metrics log them
+
+The webrl rows run once per `--threads` value (env.threads: browsers of the env worker; 0 is
+the default, one browser per slot up to 4). Every row prints env steps/s and its ratio to the faster
+raw row. Steps are counted as the job's `env_steps_per_s` counts them: every action sent to
+the env, stop() included (it is scored and observed); the raw loops count each click and the
+final screenshot.
+
+    .venv/bin/python benchmarks/collection_throughput.py --out benchmarks/results/collection_2026-12-04
+
+About 8 minutes on 2 cores (two main-job runs of about 100 s each). Measure on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+ROOT = Path(__file__).resolve().parent.parent
+CLICKABLE = ", ".join(f"{s}:visible" for s in ("a[href]", "button", "input", "select", "[role=button]"))
+"""What the raw loops click: visible links and controls (a hidden one would wait out the click's timeout)."""
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def make_tasks(n: int, seed: int):
+    from webrl.envs.sites.source import make_task
+
+    return [make_task("widgets", 0, "train", seed + i) for i in range(n)]
+
+
+# -- raw Playwright floor ------------------------------------------------------------------------
+async def _raw_loop(page, tasks, rng: random.Random, clicks: int) -> int:
+    steps = 0
+    for task in tasks:
+        await page.goto(task.entry_url(), wait_until="load")
+        await page.screenshot(type="png")
+        for _ in range(clicks):
+            targets = page.locator(CLICKABLE)
+            count = await targets.count()
+            if not count:
+                break
+            try:
+                await targets.nth(rng.randrange(count)).click(timeout=2000)
+            except Exception:  # hidden or detached: the click still cost the browser its checks
+                pass
+            await page.screenshot(type="png")
+            steps += 1
+        await page.screenshot(type="png")  # the stop() step's observation
+        steps += 1
+    return steps
+
+
+async def _raw(slots: int, browsers: int, episodes: int, clicks: int, seed: int) -> dict:
+    from playwright.async_api import async_playwright
+
+    from webrl.envs.browser import CHROMIUM_FLAGS, resolve_executable
+
+    tasks = make_tasks(episodes, seed)
+    async with async_playwright() as p:
+        launched = [await p.chromium.launch(executable_path=resolve_executable(""), args=list(CHROMIUM_FLAGS))
+                    for _ in range(browsers)]
+        contexts = [await launched[i % browsers].new_context(viewport={"width": 640, "height": 480})
+                    for i in range(slots)]
+        pages = [await c.new_page() for c in contexts]
+        await _raw_loop(pages[0], make_tasks(1, seed + 10_000), random.Random(seed), clicks)  # warm-up
+        start = time.monotonic()
+        shares = [tasks[i::slots] for i in range(slots)]
+        steps = await asyncio.gather(*(_raw_loop(pages[i], shares[i], random.Random(seed + i), clicks)
+                                       for i in range(slots)))
+        wall = time.monotonic() - start
+        for browser in launched:
+            await browser.close()
+    return {"steps": sum(steps), "wall_s": wall}
+
+
+def bench_raw(slots: int, browsers: int, episodes: int, clicks: int, seed: int) -> dict:
+    return asyncio.run(_raw(slots, browsers, episodes, clicks, seed))
+
+
+# -- webrl's loop with a policy that answers at once ---------------------------------------------
+@dataclass
+class InstantEngine:
+    """`clicks` clicks on seeded-random element ids of the observation's list, then stop()."""
+
+    clicks: int = 2
+    seed: int = 0
+
+    def act(self, requests):
+        from webrl.actions import Action
+        from webrl.policy.types import Decision
+
+        out = []
+        for r in requests:
+            ids = [int(m) for m in re.findall(r"^\[(\d+)\]", r.observation.elements_text, re.M)]
+            rng = random.Random(f"{self.seed}:{r.request_id}")
+            action = Action.click(rng.choice(ids)) if ids and len(r.history) < self.clicks else Action.stop()
+            out.append(Decision(parsed=action, response_text=action.to_compact(), prompt_ids=[1],
+                                response_ids=[2], logprobs=[-0.5]))
+        return out
+
+    def load_weights(self, weights, version=None):
+        pass
+
+
+def bench_instant(slots: int, threads: int, episodes: int, clicks: int, seed: int, run_dir: Path) -> dict:
+    import ray
+
+    from webrl.envs.worker import make_env_worker_actor
+    from webrl.rollout import RolloutConfig, RolloutCoordinator
+    from webrl.rollout.inference import InferenceActor
+    from webrl.run.ray_local import start_local_ray
+
+    start_local_ray(4, tempfile.mkdtemp(prefix="ct", dir=run_dir))
+    try:
+        env = make_env_worker_actor({"num_slots": slots, "threads": threads, "viewport": "640x480"}, num_cpus=1)
+        ray.get(env.ping.remote(), timeout=300)
+        inference = ray.remote(num_cpus=0)(InferenceActor).remote(lambda: InstantEngine(clicks, seed))
+        config = RolloutConfig(group_size=2, max_turns=clicks + 1, screenshot="som")
+        coordinator = RolloutCoordinator([(env, i) for i in range(slots)], [inference], config, seed=seed)
+        coordinator.collect(make_tasks(max(1, slots // 2), seed + 10_000))  # warm-up: first loads
+        _, stats = coordinator.collect(make_tasks(episodes // 2, seed))
+        ray.get(env.close.remote(), timeout=120)
+        return {"steps": stats.env_steps, "wall_s": stats.wall_s, "dropped": stats.dropped}
+    finally:
+        ray.shutdown()
+
+
+# -- the main job ----------------------------------------------------------------------------------
+def bench_job(threads: int, run_dir: Path) -> dict:
+    out = run_dir / f"job-threads{threads}"
+    command = [sys.executable, str(ROOT / "examples" / "train_online_mind2web.py"), "trainer.iterations=2",
+               "tasks.eval_tasks=0", f"env.threads={threads}", f"run.run_dir={out}"]
+    start = time.monotonic()
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rl = [r for r in rows if "iteration" in r and r.get("stage") is None]
+    return {"per_iteration": [r["env_steps_per_s"] for r in rl], "time_collect_s": [r["time_collect_s"] for r in rl],
+            "wall_s": time.monotonic() - start, "run_dir": str(out)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--threads", default="1,0", help="env.threads values of the webrl rows (0: the default)")
+    parser.add_argument("--episodes", type=int, default=64, help="episodes per floor measurement")
+    parser.add_argument("--clicks", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-job", action="store_true", help="floors only")
+    parser.add_argument("--out", default="", help="folder for result.json")
+    args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    run_dir = Path(tempfile.mkdtemp(prefix="webrl-collection-"))
+    print(f"load average before: {loadavg()}", flush=True)
+    result = {"slots": args.slots, "episodes": args.episodes, "clicks": args.clicks, "rows": {}}
+    rows = result["rows"]
+    for browsers in sorted({1, args.slots}):
+        raw = bench_raw(args.slots, browsers, args.episodes, args.clicks, args.seed)
+        rows[f"raw Playwright, {browsers} browser(s)"] = {"steps_per_s": raw["steps"] / raw["wall_s"], **raw}
+    for t in threads:
+        r = bench_instant(args.slots, t, args.episodes, args.clicks, args.seed, run_dir)
+        rows[f"instant policy, env.threads={t}"] = {"steps_per_s": r["steps"] / r["wall_s"], **r}
+    if not args.skip_job:
+        for t in threads:
+            r = bench_job(t, run_dir)
+            rows[f"main job, env.threads={t}"] = {"steps_per_s": r["per_iteration"][-1], **r}
+    floor = max(row["steps_per_s"] for name, row in rows.items() if name.startswith("raw"))
+    print(f"\n{args.slots} slots, widgets level 0, 640x480; load average after: {loadavg()}")
+    print(f"{'row':36s} {'env steps/s':>12s} {'vs the faster raw row':>22s}")
+    for name, row in rows.items():
+        extra = (" (iterations: " + ", ".join(f"{x:.2f}" for x in row["per_iteration"]) + ")"
+                 if "per_iteration" in row else "")
+        print(f"{name:36s} {row['steps_per_s']:12.2f} {row['steps_per_s'] / floor:21.2f}x{extra}")
+    result["load_average_after"] = loadavg()
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "result.json").write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -111,7 +111,7 @@ PNG_COMPRESS_LEVEL = 1
 """zlib level of the screenshot PNG a worker returns (1: fast; 6: a bit smaller, several times slower)."""
 AUTO_THREADS = 4
 """Browsers a worker starts for `threads=0` when it has more slots: past a few, the browsers
-compete for the cores (2-core measurements: 4 browsers for 4 slots 1.7x one, but 190 MB each)."""
+compete for the cores (2-core measurements: 4 browsers for 4 slots 1.5-1.7x one, 190 MB each)."""
 
 
 @dataclass
@@ -130,7 +130,7 @@ class EnvWorkerConfig:
     """Browser groups, each one thread + one Chromium; slot i runs in group i % threads, so up to
     `threads` slots step at the same time. 0..num_slots; 0 = one browser per slot, at most
     AUTO_THREADS (4); 1 = one browser, calls inline. Each further group costs one Chromium
-    (about 190 MB); the main job's 4 slots on 4 browsers collect 1.7x the env steps/s of one
+    (about 190 MB); the main job's 4 slots on 4 browsers collect 1.5-1.7x the env steps/s of one
     (benchmarks/results/collection_2026-12-04)."""
     executable_path: str = BrowserConfig.executable_path
     """Chromium binary; "" = $WEBRL_CHROMIUM, else Playwright's own browser, else /usr/bin/chromium."""

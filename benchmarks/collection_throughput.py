@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,7 +106,10 @@ async def _raw(slots: int, browsers: int, episodes: int, clicks: int, seed: int)
 
 
 def bench_raw(slots: int, browsers: int, episodes: int, clicks: int, seed: int) -> dict:
-    return asyncio.run(_raw(slots, browsers, episodes, clicks, seed))
+    """On a thread of its own: its event loop must not meet one already running here (a sync
+    Playwright session keeps one in its thread)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _raw(slots, browsers, episodes, clicks, seed)).result()
 
 
 # -- webrl's loop with a policy that answers at once ---------------------------------------------

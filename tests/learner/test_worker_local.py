@@ -68,6 +68,20 @@ def test_micro_batched_update_equals_one_micro_batch(setup):
         torch.testing.assert_close(one[name], many[name], atol=1e-6, rtol=0, msg=name)
 
 
+def test_a_second_learner_in_this_process_leaves_the_first_one_working(setup, tiny_qwen25vl_path):
+    """One-rank learners in one process share torch's default process group: shutting one down
+    must not destroy it under another (the module's learner here, whose update all-reduces)."""
+    import torch.distributed as dist
+
+    group, _, samples, initial, _ = setup
+    other = LearnerGroup(learner_config(objective="sft", zero_stage=0), learner_run(tiny_qwen25vl_path), 1,
+                         use_ray=False)
+    other.shutdown()
+    assert dist.is_initialized()
+    group.load(initial)
+    assert group.update(samples[:2])["optimizer_steps"] >= 1
+
+
 def test_sft_loss_falls_and_vision_tower_stays_frozen(setup):
     group, _, samples, initial, _ = setup
     group.load(initial)

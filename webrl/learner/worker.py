@@ -43,6 +43,11 @@ from webrl.learner.weight_buckets import TensorSpec
 from webrl.learner.weights import WeightUpdate
 
 
+_GROUP_USERS = [0]
+"""Learners of this process on torch's default process group (several one-rank learners in one
+process share it; the last `shutdown` destroys it)."""
+
+
 @dataclass
 class StepScale:
     """The loss scale of one optimizer step, restricted to a rank's samples.
@@ -87,6 +92,8 @@ class LearnerWorker:
         if self.device.type == "cpu":
             torch.set_num_threads(max(1, num_cpus))  # the CPUs of the rank's bundle
         self.backend = init_distributed(config.backend, self.device)
+        _GROUP_USERS[0] += 1  # released in shutdown()
+        self._holds_group = True
         ckpt.set_rng_state(_seeded_rng_state(run.seed + rank))
         self.dtype = config.resolved_dtype(self.device.type)
         # loaded once, directly in the training dtype: no fp32 copy of a bf16 checkpoint on the
@@ -307,12 +314,19 @@ class LearnerWorker:
         return dict(state.get("client_state", {}))
 
     def shutdown(self) -> None:
-        """Destroy the process group, and DeepSpeed's cached groups with it, so a later learner
-        can start in this same process (DeepSpeed keeps a clone of the world group in a module
-        global that would otherwise point at the destroyed group)."""
+        """Leave the process group; the last learner of this process destroys it, and DeepSpeed's
+        cached groups with it, so a later learner can start in this same process (DeepSpeed keeps
+        a clone of the world group in a module global that would otherwise point at the destroyed
+        group). One-rank learners in one process (tests, notebooks) share torch's default group:
+        one that shuts down must not pull it from under another that is still running."""
         import torch.distributed as dist
         from deepspeed.utils import groups
 
+        if getattr(self, "_holds_group", False):
+            self._holds_group = False
+            _GROUP_USERS[0] -= 1
+        if _GROUP_USERS[0] > 0:
+            return
         if dist.is_initialized():
             dist.destroy_process_group()
         groups._WORLD_GROUP = None

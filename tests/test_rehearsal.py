@@ -1,6 +1,6 @@
 """A CPU rehearsal of the GPU recipe (#23 item 9): the preset `online_mind2web_qwen3vl_4b` on a
-two-node Ray cluster this test starts (and alone stops) on 127.0.0.1. It places, runs two
-iterations, checkpoints, and a second run with run.resume=true continues to iteration 3.
+two-node Ray cluster this test starts (and alone stops) on 127.0.0.1. It places, runs one
+iteration, checkpoints, and a second run with run.resume=true continues to iteration 2.
 
 Only these settings differ from the preset, each for the reason given:
 
@@ -125,8 +125,8 @@ def _start_judge(log: Path, env: dict) -> tuple[subprocess.Popen, str]:
 def _task_file(path: Path, sites_url: str, probe_url: str, seed: int) -> None:
     """An Online-Mind2Web tasks file over the sandbox sites plus the probe page, placed where the
     trainer's draw for iteration 0 falls (`task_rng(seed, "rl", i)`; LiveWebTaskSource draws
-    uniformly): with 5 rows iterations 0, 1, 2 draw rows 2, 3, 2, so the first run visits the
-    probe and a sandbox site, and the resumed run the probe again."""
+    uniformly): with 5 rows iterations 0 and 1 draw rows 2 and 3, so the first run (one
+    iteration) visits the probe and the resumed run a sandbox site."""
     rows = [{"task_id": "shop-1", "confirmed_task": "Add the cheapest kettle to the cart.",
              "website": f"{sites_url}/shop/", "reference_length": 4, "level": "easy"},
             {"task_id": "travel-1", "confirmed_task": "Find a one-way flight from Oslo to Rome.",
@@ -135,7 +135,7 @@ def _task_file(path: Path, sites_url: str, probe_url: str, seed: int) -> None:
              "website": f"{sites_url}/wiki/", "level": "easy"},
             {"task_id": "widgets-1", "confirmed_task": "Tick the newsletter checkbox.",
              "website": f"{sites_url}/widgets/", "level": "easy"}]
-    draws = [int(np.random.default_rng([seed, 1, i]).integers(len(rows) + 1)) for i in range(3)]
+    draws = [int(np.random.default_rng([seed, 1, i]).integers(len(rows) + 1)) for i in range(2)]
     assert draws[1] != draws[0], draws  # iteration 1 must draw a sandbox site
     rows.insert(draws[0], {"task_id": "probe-1", "confirmed_task": "Go to the shop.", "website": probe_url,
                            "level": "easy"})
@@ -215,7 +215,7 @@ def test_the_4b_preset_places_trains_checkpoints_and_resumes_on_two_nodes(tmp_pa
         _task_file(tasks, sites_url, public.url("probe.html"), seed=0)
         out = tmp_path / "run"
         overrides = _overrides(out, tasks, judge_url, address)
-        first = _train([*overrides, "trainer.iterations=2"], tmp_path / "train1.log", env)
+        first = _train([*overrides, "trainer.iterations=1"], tmp_path / "train1.log", env)
         # the checkpoint's own prompt is adopted (its webrl_prompt.json), the table printed first
         assert "webrl:tiny-webagent was trained with generator.prompt.action_format=compact" in first
         assert re.search(r"learner rank +1 +4 +0", first) and re.search(r"env worker +1 +1 +0", first), first[-4000:]
@@ -227,18 +227,18 @@ def test_the_4b_preset_places_trains_checkpoints_and_resumes_on_two_nodes(tmp_pa
         # the rollout sampled on the launched `webrl serve`, which the run stopped with itself
         server_log = next((out / "servers").glob("server_*/server.log")).read_text()
         assert "POST /generate" in server_log and "POST /update_weights_from_distributed" in server_log, server_log[-3000:]
-        assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000002"]
-        assert (out / "checkpoints" / "step-00000002" / "hf" / "config.json").exists()
-        assert [row["iteration"] for row in _metrics(out)] == [1, 2]
+        assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000001"]
+        assert (out / "checkpoints" / "step-00000001" / "hf" / "config.json").exists()
+        assert [row["iteration"] for row in _metrics(out)] == [1]
 
         # the preset's collective weight sync ran every iteration: learner rank 0 on node 2 to the
         # launched server, over gloo, not through the driver
         assert all(row["weight_sync/buckets"] >= 1 and row["weight_sync/bytes"] > 0 for row in _metrics(out))
-        second = _train([*overrides, "trainer.iterations=3", "run.resume=true"], tmp_path / "train2.log", env)
-        assert re.search(r"resumed from \S+step-00000002 \(iteration 2,", second), second[-4000:]
-        assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000002", "step-00000003"]
+        second = _train([*overrides, "trainer.iterations=2", "run.resume=true"], tmp_path / "train2.log", env)
+        assert re.search(r"resumed from \S+step-00000001 \(iteration 1,", second), second[-4000:]
+        assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-00000001", "step-00000002"]
         rows = _metrics(out)
-        assert [row["iteration"] for row in rows] == [1, 2, 3]
+        assert [row["iteration"] for row in rows] == [1, 2]
 
         # every trajectory has a reward outcome: scored by a rule, or dropped with a named category;
         # the tiny judge's verdicts are unreadable (judge_unparseable), and on loaded cores a reply can

@@ -43,7 +43,7 @@ from webrl.learner.weight_buckets import TensorSpec
 from webrl.learner.weights import WeightUpdate
 
 
-_GROUP_USERS = [0]
+_group_users = 0
 """Learners of this process on torch's default process group (several one-rank learners in one
 process share it; the last `shutdown` destroys it)."""
 
@@ -92,7 +92,8 @@ class LearnerWorker:
         if self.device.type == "cpu":
             torch.set_num_threads(max(1, num_cpus))  # the CPUs of the rank's bundle
         self.backend = init_distributed(config.backend, self.device)
-        _GROUP_USERS[0] += 1  # released in shutdown()
+        global _group_users
+        _group_users += 1  # released in shutdown()
         self._holds_group = True
         ckpt.set_rng_state(_seeded_rng_state(run.seed + rank))
         self.dtype = config.resolved_dtype(self.device.type)
@@ -322,10 +323,11 @@ class LearnerWorker:
         import torch.distributed as dist
         from deepspeed.utils import groups
 
+        global _group_users
         if getattr(self, "_holds_group", False):
             self._holds_group = False
-            _GROUP_USERS[0] -= 1
-        if _GROUP_USERS[0] > 0:
+            _group_users -= 1
+        if _group_users > 0:
             return
         if dist.is_initialized():
             dist.destroy_process_group()

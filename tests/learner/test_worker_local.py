@@ -34,7 +34,8 @@ def setup(tiny_qwen25vl_path, tmp_path_factory):
 
 
 def test_logprobs_equal_full_logits_reference(setup, tiny_qwen25vl_path):
-    group, processor, samples, _, _ = setup
+    group, processor, samples, initial, _ = setup
+    group.load(initial)  # the checkpoint's weights, whichever of this module's tests ran before here
     model, _ = load_model(tiny_qwen25vl_path)
     mixed = samples[:3] + make_samples(processor, 2, images=False, seed=3)  # with and without images
     result = group.compute_logprobs(mixed)

@@ -105,3 +105,30 @@ def test_evaluator_without_tasks_does_nothing_and_sampling_needs_a_coordinator(t
     assert greedy.calls == [] and not (tmp_path / "o.jsonl").exists()
     with pytest.raises(ValueError, match="samples_per_task > 0 needs a sampled coordinator"):
         Evaluator(FixedSource([]), greedy, None, None, tmp_path / "o.jsonl", tasks=1, seed=0, samples_per_task=2)
+
+
+def test_sign_test_and_paired_changes_by_hand():
+    from webrl.evaluation.summary import paired_changes, sign_test
+
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(5, 0) == pytest.approx(2 / 32) == sign_test(0, 5)
+    assert sign_test(6, 2) == pytest.approx(2 * (28 + 8 + 1) / 256)  # P(X >= 6 | n = 8) = 37/256
+    before = {"outcomes": [["a", 0.0], ["b", 1.0], ["c", 0.0], ["d", None]],
+              "sampled": [["a", 0.25], ["b", 1.0], ["c", 0.5], ["d", 0.0]]}
+    after = {"outcomes": [["a", 1.0], ["b", 0.0], ["c", 1.0], ["d", 1.0]],
+             "sampled": [["a", 0.5], ["b", 1.0], ["c", 0.25], ["d", None]]}
+    # greedy: a, c up, b down, d unscored before; sampled: a up, b tie, c down, d unscored after
+    assert paired_changes(before, after) == {"greedy": (2, 1), "sampled": (1, 1)}
+    assert paired_changes({"outcomes": before["outcomes"]}, after) == {"greedy": (2, 1)}
+    assert paired_changes(before, {"outcomes": [["z", 1.0]] * 4}) == {"greedy": (0, 0)}  # other tasks: nothing paired
+
+
+def test_before_after_table_says_within_or_beyond_noise():
+    from webrl.evaluation.summary import before_after_table
+
+    text = before_after_table({"success": 0.25, "success_sampled": 0.2}, {"success": 0.5, "success_sampled": 0.6},
+                              {"greedy": (3, 1), "sampled": (9, 0)})
+    lines = text.splitlines()
+    assert lines[-2] == f"change, greedy: 3 tasks up, 1 down, paired sign test p = {2 * 5 / 16:.3f}: within noise"
+    assert lines[-1] == f"change, sampled: 9 tasks up, 0 down, paired sign test p = {2 / 512:.3f}: beyond noise (p < 0.05)"
+    assert "change" not in before_after_table({"success": 0.25}, {"success": 0.5})

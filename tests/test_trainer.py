@@ -359,7 +359,9 @@ def test_the_loop_collects_scores_credits_updates_syncs_and_checkpoints_without_
     assert [(r["reward/mean"], r["filtered_groups"], r["kept_trajectories"]) for r in rl] == [(0.5, 0.0, 4.0)] * 2
     evals = [r["label"] for r in rows if r.get("stage") == "eval"]
     assert evals == ["before", "after"] and results["before"] is not None and results["after"] is not None
-    assert "held-out success (greedy)" in capsys.readouterr().out and actors.closed
+    out = capsys.readouterr().out
+    assert "held-out success (greedy)" in out and actors.closed
+    assert re.search(r"^change, greedy: \d+ tasks up, \d+ down, paired sign test p = [01]\.\d{3}: (within|beyond) noise", out, re.M)
 
 
 def test_balanced_rollout_plans_group_sizes_and_keeps_its_estimates_in_checkpoints(tmp_path, monkeypatch):

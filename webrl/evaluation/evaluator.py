@@ -28,11 +28,14 @@ from webrl.types import Trajectory
 @dataclass
 class Evaluation:
     """metrics: success, dropped, tasks, per_site_level (+ success_sampled); empty when the run
-    evaluates no tasks. tasks / trajectories: the greedy episodes, in draw order."""
+    evaluates no tasks. tasks / trajectories: the greedy episodes, in draw order. record: the
+    line appended to eval_outcomes.jsonl ("outcomes", and "sampled" when sampling: lists of
+    [task id, success or None])."""
 
     metrics: dict[str, Any] = field(default_factory=dict)
     tasks: list = field(default_factory=list)
     trajectories: list[Trajectory] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 class Evaluator:
@@ -75,7 +78,7 @@ class Evaluator:
         self.log(event)
         with open(self.outcomes_path, "a") as f:
             f.write(json.dumps(record) + "\n")
-        return Evaluation(metrics, list(tasks), list(trajectories))
+        return Evaluation(metrics, list(tasks), list(trajectories), record)
 
     def _sampled_outcomes(self, tasks: Sequence[Any], iteration: int) -> list[list]:
         """[task id, mean success of its K sampled episodes (None: all dropped)] per task, in draw

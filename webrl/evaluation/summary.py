@@ -2,7 +2,9 @@
 
     summarize(tasks, trajectories)  -> EvalSummary  (success overall and per site/level)
     success_table(summary)          -> the per-site/level table `webrl eval` prints
-    before_after_table(a, b)        -> the table `Trainer.fit` prints
+    before_after_table(a, b, paired) -> the table `Trainer.fit` prints
+    paired_changes(ra, rb)          -> tasks up / down between two evaluations' outcome records
+    sign_test(up, down)             -> the two-sided exact sign test's p
     export_om2w(trajectories, dir)  -> the Online-Mind2Web v2 result folders (reward/om2w.py)
     EndpointEngineFactory           -> an inference engine over an OpenAI-compatible server
 
@@ -67,7 +69,44 @@ def success_table(summary: EvalSummary, title: str = "success (greedy)") -> str:
     return "\n".join(rows)
 
 
-def before_after_table(before: Optional[dict], after: Optional[dict]) -> str:
+NOISE_P = 0.05
+"""A change whose paired sign test has p at or above this is printed as within noise."""
+
+
+def sign_test(up: int, down: int) -> float:
+    """Two-sided exact sign test: P(a split at least this uneven | n = up + down changed tasks,
+    each equally likely to go either way); 1.0 when nothing changed. Ties leave the test."""
+    from math import comb
+
+    n, k = up + down, max(up, down)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(comb(n, i) for i in range(k, n + 1)) / 2 ** n)
+
+
+def paired_changes(before: dict, after: dict) -> dict[str, tuple[int, int]]:
+    """{"greedy": (up, down)} and, when both sampled, {"sampled": (up, down)}: task i of `after`
+    against task i of `before` (two evaluations' eval_outcomes.jsonl records, which draw the
+    same tasks in the same order), counting only tasks scored in both."""
+    out = {}
+    for name, key in (("greedy", "outcomes"), ("sampled", "sampled")):
+        if before.get(key) and after.get(key):
+            pairs = [(a[1], b[1]) for a, b in zip(before[key], after[key]) if a[0] == b[0] and None not in (a[1], b[1])]
+            out[name] = (sum(a < b for a, b in pairs), sum(a > b for a, b in pairs))
+    return out
+
+
+def noise_line(name: str, up: int, down: int) -> str:
+    """`name`: tasks up / down, the sign test's p and whether that is within noise."""
+    p = sign_test(up, down)
+    verdict = "within noise" if p >= NOISE_P else f"beyond noise (p < {NOISE_P})"
+    return f"{name}: {up} tasks up, {down} down, paired sign test p = {p:.3f}: {verdict}"
+
+
+def before_after_table(before: Optional[dict], after: Optional[dict],
+                       paired: Optional[dict[str, tuple[int, int]]] = None) -> str:
+    """The before/after success table; with `paired` (`paired_changes`), one line per kind of
+    success saying how many tasks moved each way and whether that is beyond noise."""
     rows = ["held-out success (greedy)      before    after"]
     keys = sorted(set((before or {}).get("per_site_level", {})) | set((after or {}).get("per_site_level", {})))
     for key in ["overall", *keys]:
@@ -81,6 +120,8 @@ def before_after_table(before: Optional[dict], after: Optional[dict]) -> str:
         def sampled(r):
             return f"{100 * r['success_sampled']:5.1f}%" if r and "success_sampled" in r else "   -  "
         rows.append(f"{'overall, sampled':<30} {sampled(before):>7} {sampled(after):>8}")
+    for name, (up, down) in (paired or {}).items():
+        rows.append(noise_line(f"change, {name}", up, down))
     return "\n".join(rows)
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from webrl.config import to_yaml
+from webrl.evaluation.summary import paired_changes
 from webrl.learner.credit import trajectories_to_samples
 from webrl.recipes.sft import sft_stage
 from webrl.reward import reward_metrics, score_trajectories
@@ -65,6 +66,7 @@ class Trainer:
         self.iteration = 0
         self.before: Optional[dict] = None
         self._last_eval: tuple[Optional[tuple[int, int]], dict] = (None, {})  # ((iteration, version), metrics)
+        self._records: dict[str, dict] = {}  # label -> that evaluation's per-task outcomes record
         self.estimates = SuccessEstimates.from_config(config.rollout.balanced)  # per task family, for balanced rollout
 
     # -- entry points ----------------------------------------------------------------------------
@@ -80,7 +82,8 @@ class Trainer:
             after = metrics if at == (self.iteration, self.learner.policy_version) else self.evaluate("after")
             show_viewer(self.run_dir)
             before = None if resumed else self.before
-            print(self.log.before_after(before, after))
+            paired = paired_changes(self._records["before"], self._records["last"]) if before and after else None
+            print(self.log.before_after(before, after, paired))
             print(f"run folder: {self.run_dir}")
             return {"run_dir": str(self.run_dir), "before": before, "after": after}
         finally:
@@ -145,7 +148,11 @@ class Trainer:
         """Held-out success now (greedy, and sampled with eval.samples_per_task); {} with no eval tasks."""
         if self.parts.collector is not None:  # evaluation borrows the collector's env slots
             self.parts.collector.pause()
-        metrics = self.parts.evaluator.evaluate(label, self.iteration).metrics
+        evaluation = self.parts.evaluator.evaluate(label, self.iteration)
+        metrics = evaluation.metrics
+        self._records["last"] = evaluation.record
+        if label == "before":
+            self._records["before"] = evaluation.record
         if metrics and self.learner is not None:
             self._last_eval = ((self.iteration, self.learner.policy_version), metrics)
         return metrics

@@ -22,7 +22,10 @@ solid, sampled dashed) under `--out/<time>/`.
 Why the sampled line: a greedy evaluation only changes where RL moved an argmax; GRPO's first
 effect is to move probability toward rewarded actions, which the sampled success sees first.
 Greedy evaluation is reproducible (the sandbox is shown at a fixed origin, whatever port its
-server bound); sampled evaluation is not seeded and varies between runs like any sample.
+server bound); sampled evaluation is seeded from the run seed and the iteration (`webrl.policy.
+seeds`), so each evaluation draws fresh samples and a rerun of one seed draws the same ones.
+`benchmarks/learning.py` is the per-seed benchmark built on these helpers (GRPO and PPO, each
+seed's own sign test, CPU time).
 
 Success figures are shares of `tasks.eval_tasks` episodes: report them with that count (one
 task is 1/eval_tasks). Results measured on this project's machines are in the closing notes of
@@ -100,15 +103,11 @@ def _paired(rows: list[dict], key: str) -> list[tuple[int, int, int]]:
 
 
 def sign_test(up: int, down: int) -> float:
-    """Two-sided exact sign test: P(a split at least this uneven | n = up + down changed tasks,
-    each equally likely to go either way). 1.0 when nothing changed."""
-    from math import comb
+    """Two-sided exact sign test (`webrl.evaluation.summary.sign_test`, what the main job's
+    table prints)."""
+    from webrl.evaluation.summary import sign_test as exact
 
-    n, k = up + down, max(up, down)
-    if n == 0:
-        return 1.0
-    tail = sum(comb(n, i) for i in range(k, n + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+    return exact(up, down)
 
 
 def eval_points(metrics_file: Path) -> list[tuple[int, float, float]]:

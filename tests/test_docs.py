@@ -47,6 +47,8 @@ EXPENSIVE: dict[str, list[str]] = {
     "python examples/custom_site.py": ["tests/examples/test_custom_site.py::test_example_trains_on_the_registered_site"],
     "python benchmarks/learning_curve.py": [
         "tests/benchmarks/test_learning_curve.py::test_from_json_rewrites_the_table_and_plot_without_running"],
+    "python benchmarks/learning.py": ["tests/benchmarks/test_learning.py::test_table_plot_and_from_json",
+                                      "tests/benchmarks/test_learning.py::test_recipe_resolves_with_the_run_keys_last"],
     "python -m sglang.launch_server": [
         "tests/rollout/test_server_launcher.py::test_launch_commands_by_hand",
         "tests/rollout/test_server_engine_sglang.py",

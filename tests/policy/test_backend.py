@@ -158,8 +158,9 @@ def test_prefix_helpers_and_the_capability_table():
     a, b = Image(b"a"), Image(b"b")
     assert reusable_prefix(image_keyed([5, 9, 9, 6], [a], 9), image_keyed([5, 9, 9, 6], [b], 9)) == 1
     table = capability_table()
-    assert set(ENGINE_CAPABILITIES) == {"transformers", "server"}
+    assert set(ENGINE_CAPABILITIES) == {"transformers", "server", "vllm"}
     assert "hidden_layers" in table and "rollout.engine=server" in table and "final" in table
+    assert "rollout.server.protocol=vllm" in table and "in-process copy" in table
 
 
 def test_a_seeded_row_samples_the_same_tokens_alone_beside_other_rows_and_on_the_row_path(tiny_qwen25vl_path,

@@ -108,8 +108,8 @@ def test_launch_commands_by_hand():
     assert launch_command("sglang", "/ckpt", 30000, "0.0.0.0", ["--tp-size", "2"]) == [
         sys.executable, "-m", "sglang.launch_server", "--model-path", "/ckpt", "--host", "0.0.0.0", "--port",
         "30000", "--tp-size", "2"]
-    with pytest.raises(ValueError, match="'webrl' or 'sglang', got 'vllm'"):
-        launch_command("vllm", "/ckpt", 1)
+    with pytest.raises(ValueError, match="'vllm', 'webrl' or 'sglang', got 'tgi'"):
+        launch_command("tgi", "/ckpt", 1)
 
 
 def test_server_flags_by_hand():
@@ -124,13 +124,30 @@ def test_server_flags_by_hand():
         "--admin-api-key", "a", "--enable-return-hidden-states"]
     assert server_flags("sglang", (0, 0), "UNSET", "", False, env) == []  # a variable not set: no flag
     assert server_flags("webrl", (0, 0), environ=env) == []
-    with pytest.raises(ValueError, match="'webrl' or 'sglang', got 'vllm'"):
-        server_flags("vllm")
+    # vLLM: the token route, log-probs at the sampling temperature, screenshots per prompt, no video,
+    # the pixel bounds as its processor kwargs; the API key's value (it guards /inference only)
+    assert server_flags("vllm", (3136, 12544), "USER_KEY", "", True, env, max_images=2, dtype="bfloat16") == [
+        "--enable-scale-out", "--logprobs-mode", "processed_logprobs", "--dtype", "bfloat16", "--enforce-eager",
+        "--seed", "0", "--limit-mm-per-prompt", '{"image": 2, "video": 0}',
+        "--mm-processor-kwargs", '{"min_pixels": 3136, "max_pixels": 12544}', "--api-key", "u"]
+    with pytest.raises(ValueError, match="'vllm', 'webrl' or 'sglang', got 'tgi'"):
+        server_flags("tgi")
 
 
 def test_server_config_checks():
-    with pytest.raises(ConfigError, match=r"rollout.server.launch must be one of \('none', 'webrl', 'sglang'\)"):
+    with pytest.raises(ConfigError, match=r"rollout.server.launch must be one of \('none', 'vllm', 'webrl', 'sglang'\)"):
         ServerConfig(launch="docker")
+    # the protocol follows a launched kind; a vLLM server binds loopback (its weight routes take no key)
+    assert ServerConfig(launch="vllm").speaks == "vllm" and ServerConfig(launch="webrl").speaks == "sglang"
+    assert ServerConfig(urls=["http://127.0.0.1:1"], protocol="vllm").speaks == "vllm"
+    with pytest.raises(ConfigError, match="protocol='sglang' but rollout.server.launch='vllm' servers speak 'vllm'"):
+        ServerConfig(launch="vllm", protocol="sglang")
+    with pytest.raises(ConfigError, match=r"rollout.server.protocol must be one of \('auto', 'sglang', 'vllm'\)"):
+        ServerConfig(protocol="openai")
+    with pytest.raises(ConfigError, match="binds loopback only .*take no key"):
+        ServerConfig(launch="vllm", host="0.0.0.0")
+    with pytest.raises(ConfigError, match="rollout.server.python only acts with rollout.server.launch=vllm"):
+        ServerConfig(launch="webrl", python="/usr/bin/python3")
     with pytest.raises(ConfigError, match="urls=.* and rollout.server.launch='webrl' are both set"):
         ServerConfig(urls=["http://127.0.0.1:1"], launch="webrl")
     for setting in ({"num_servers": 2}, {"launch_args": ["--tp", "2"]}, {"port": 31000}, {"gpus_per_server": 1.0},

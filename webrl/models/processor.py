@@ -16,17 +16,59 @@ from transformers.models.qwen3_vl.processing_qwen3_vl import Qwen3VLProcessor
 
 
 class ImageOnlyQwen2_5_VLProcessor(Qwen2_5_VLProcessor):
-    """`Qwen2_5_VLProcessor` with an image processor and a tokenizer, no video processor."""
+    """`Qwen2_5_VLProcessor` with an image processor and a tokenizer, no video processor; saved
+    under the stock class name (`write_servable_configs`)."""
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        out = super().save_pretrained(save_directory, *args, **kwargs)
+        write_servable_configs(save_directory, "Qwen2_5_VLProcessor", "Qwen2VLVideoProcessor")
+        return out
 
 
 class ImageOnlyQwen3VLProcessor(Qwen3VLProcessor):
-    """`Qwen3VLProcessor` with an image processor and a tokenizer, no video processor."""
+    """`Qwen3VLProcessor` with an image processor and a tokenizer, no video processor; saved
+    under the stock class name (`write_servable_configs`)."""
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        out = super().save_pretrained(save_directory, *args, **kwargs)
+        write_servable_configs(save_directory, "Qwen3VLProcessor", "Qwen3VLVideoProcessor")
+        return out
+
+
+def write_servable_configs(folder, processor_class: str, video_processor_type: str) -> None:
+    """Make a saved processor loadable by any Qwen-VL server (vLLM, SGLang, plain transformers):
+    the stock `processor_class` in processor_config.json and tokenizer_config.json, a
+    `video_processor` entry (the image settings; web agents never send video, but the stock
+    processors build one and vLLM refuses a checkpoint without it: "Can't load video processor"),
+    and the legacy preprocessor_config.json older loaders read. webrl itself still loads the
+    image-only class: the stock one needs torchvision here, and `load_processor` falls back."""
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    path = folder / "processor_config.json"
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text())
+    image = dict(config.get("image_processor") or {})
+    video = {k: v for k, v in image.items() if k != "image_processor_type"}
+    video.update({"video_processor_type": video_processor_type, "do_sample_frames": False})
+    config.update({"processor_class": processor_class, "video_processor": config.get("video_processor") or video})
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    (folder / "preprocessor_config.json").write_text(
+        json.dumps({**image, "processor_class": processor_class}, indent=2, sort_keys=True) + "\n")
+    tokenizer_config = folder / "tokenizer_config.json"
+    if tokenizer_config.is_file():
+        tok = json.loads(tokenizer_config.read_text())
+        if "processor_class" in tok:
+            tok["processor_class"] = processor_class
+            tokenizer_config.write_text(json.dumps(tok, indent=2, sort_keys=True) + "\n")
 
 
 _REGISTERED = False

@@ -12,9 +12,10 @@ One call does all that the wrappers and the learner need, and nothing Python-obj
 Weight updates and the weight version stay the engine's (`webrl.rollout.engines`,
 `webrl.rollout.server_engine`).
 
-Two implementations: `TransformersBackend` (webrl/policy/transformers_backend.py: the model in
-this process; `webrl serve` serves the same class over HTTP) and `ServerBackend`
-(webrl/rollout/server_engine.py: SGLang's native `/generate`). Both reuse the KV cache of a
+Three implementations: `TransformersBackend` (webrl/policy/transformers_backend.py: the model in
+this process; `webrl serve` serves the same class over HTTP), `ServerBackend`
+(webrl/rollout/server_engine.py: SGLang's native `/generate`) and `VLLMBackend`
+(webrl/engines/vllm.py: vLLM's token-in / token-out `/inference/v1/generate`). Both reuse the KV cache of a
 prompt they computed just before (SGLang's radix cache; webrl's own for the in-process model),
 so a cascade that reads the heads' hidden states and then defers to the generator does not
 prefill the prompt twice: `Generated.cached_tokens` says how many prompt tokens were reused.
@@ -180,8 +181,21 @@ ENGINE_CAPABILITIES = {
         sparse_prefill="the server's own setting (generator.sparse_prefill refused)",
         vision_token_suppression="a response holding one is refused and retried",
         element_pointer="webrl serve only (SGLang serves plain Qwen-VL checkpoints)"),
+    "vllm": EngineCapabilities(
+        engine="vllm",
+        hidden_layers="any, from an in-process copy of the weights (vLLM returns none)",
+        forced_logprobs="1 (vLLM's prompt_logprobs come from the raw logits)",
+        prefix_cache="vLLM's automatic prefix caching (namespaced by cache_salt)",
+        sparse_prefill="the server's own setting (generator.sparse_prefill refused)",
+        vision_token_suppression="a response holding one is refused and retried",
+        element_pointer="no (vLLM serves plain Qwen-VL checkpoints)"),
 }
 """Engine -> what it can do; `webrl plan` prints it and the config check refuses what cannot run."""
+
+
+ENGINE_LABELS = {"transformers": "rollout.engine=transformers",
+                 "server": "rollout.engine=server (SGLang protocol: sglang, webrl serve)",
+                 "vllm": "rollout.engine=server (rollout.server.protocol=vllm)"}
 
 
 def capability_table() -> str:
@@ -190,7 +204,7 @@ def capability_table() -> str:
     rows = [(name, [dict(ENGINE_CAPABILITIES[e].rows())[name] for e in engines])
             for name, _ in ENGINE_CAPABILITIES[engines[0]].rows()]
     width = max(len(name) for name, _ in rows)
-    lines = [f"{'capability':<{width}}  " + " | ".join(f"rollout.engine={e}" for e in engines)]
+    lines = [f"{'capability':<{width}}  " + " | ".join(ENGINE_LABELS.get(e, e) for e in engines)]
     lines += [f"{name:<{width}}  " + " | ".join(values) for name, values in rows]
     return "\n".join(lines)
 

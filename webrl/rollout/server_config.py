@@ -11,12 +11,20 @@ class ServerConfig:
     (`urls`) or by the run (`launch`, `webrl.rollout.server_launcher`), never both."""
 
     urls: list[str] = field(default_factory=list)
-    """Base URLs of SGLang-native servers (or `webrl serve`) the user started, e.g.
-    ["http://10.0.0.5:30000"]. Leave empty with `launch`."""
+    """Base URLs of servers the user started, e.g. ["http://10.0.0.5:30000"]: SGLang-native
+    servers (or `webrl serve`), or vLLM servers with `protocol=vllm`. Leave empty with `launch`."""
     launch: str = "none"
     """Servers the run starts itself, one Ray actor each, restarted when they die and stopped
-    with the run: none (use `urls`) | webrl (`webrl serve`, transformers; CPU and tests) |
-    sglang (`python -m sglang.launch_server`, needs SGLang and a GPU per server)."""
+    with the run: none (use `urls`) | vllm (vLLM's API server from its own environment,
+    `.venv-vllm`; CPU or GPU) | webrl (`webrl serve`, transformers; CPU) | sglang
+    (`python -m sglang.launch_server`, needs SGLang and a GPU per server)."""
+    protocol: str = "auto"
+    """What the servers speak: auto (vllm with launch=vllm, else sglang) | sglang (SGLang's native
+    /generate; `webrl serve` speaks it) | vllm (vLLM's /inference/v1/generate, started with
+    --enable-scale-out and VLLM_SERVER_DEV_MODE=1). Set it for `urls` of vLLM servers."""
+    python: str = ""
+    """Interpreter of a launched vLLM server (its own environment); empty: $WEBRL_VLLM_PYTHON,
+    else the checkout's .venv-vllm made by `bash run.sh setup-vllm`. Only with launch=vllm."""
     launch_args: list[str] = field(default_factory=list)
     """Extra arguments appended to the launch command, e.g. ["--tp-size", "2",
     "--mem-fraction-static", "0.8"] for sglang or ["max_new_tokens=1024"] for webrl."""
@@ -63,6 +71,19 @@ class ServerConfig:
             raise ConfigError(f"rollout.server.max_concurrency must be an integer >= 1, got {self.max_concurrency!r}")
         if self.launch not in LAUNCH_KINDS:
             raise ConfigError(f"rollout.server.launch must be one of {LAUNCH_KINDS}, got {self.launch!r}")
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"rollout.server.protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        speaks = {"vllm": "vllm", "webrl": "sglang", "sglang": "sglang"}.get(self.launch)
+        if speaks and self.protocol not in ("auto", speaks):
+            raise ConfigError(f"rollout.server.protocol={self.protocol!r} but rollout.server.launch={self.launch!r} "
+                              f"servers speak {speaks!r}: leave protocol at 'auto'")
+        if self.python and self.launch != "vllm":
+            raise ConfigError(f"rollout.server.python only acts with rollout.server.launch=vllm (the vLLM server's "
+                              f"own environment), got launch={self.launch!r}")
+        if self.launch == "vllm" and self.host not in ("127.0.0.1", "localhost", "::1"):
+            raise ConfigError(f"rollout.server.host={self.host!r}: a launched vLLM server binds loopback only "
+                              f"(allowed: 127.0.0.1, localhost, ::1). vLLM's weight routes (/collective_rpc, "
+                              f"/pause) take no key: its --api-key guards /v1 and /inference only")
         if self.launch != "none" and self.urls:
             raise ConfigError(f"rollout.server.urls={self.urls} and rollout.server.launch={self.launch!r} are both set: "
                               f"either point the run at servers you started (urls) or let it launch them "
@@ -72,8 +93,9 @@ class ServerConfig:
             launch_only = [name for name in LAUNCH_ONLY_KEYS if getattr(self, name) != (
                 defaults[name].default if name != "launch_args" else [])]
             if launch_only:
-                raise ConfigError(f"rollout.server.{', '.join(launch_only)} only act with rollout.server.launch=webrl "
-                                  f"or sglang (the run starts the servers); set launch or leave them at their defaults")
+                raise ConfigError(f"rollout.server.{', '.join(launch_only)} only act with rollout.server.launch=vllm, "
+                                  f"webrl or sglang (the run starts the servers); set launch or leave them at their "
+                                  f"defaults")
         if not isinstance(self.num_servers, int) or self.num_servers < 1:
             raise ConfigError(f"rollout.server.num_servers must be an integer >= 1, got {self.num_servers!r}")
         if not 0 <= self.port <= 65535 - self.num_servers:
@@ -95,7 +117,16 @@ class ServerConfig:
         return min(self.startup_timeout_s, 0.9 * inference_timeout_s) if self.launch != "none" else 0.0
 
 
-LAUNCH_KINDS = ("none", "webrl", "sglang")
+    @property
+    def speaks(self) -> str:
+        """The resolved protocol: "vllm" or "sglang"."""
+        if self.protocol != "auto":
+            return self.protocol
+        return "vllm" if self.launch == "vllm" else "sglang"
+
+
+LAUNCH_KINDS = ("none", "vllm", "webrl", "sglang")
+PROTOCOLS = ("auto", "sglang", "vllm")
 LAUNCH_ONLY_KEYS = ("launch_args", "num_servers", "host", "port", "cpus_per_server", "gpus_per_server",
                     "startup_timeout_s", "max_restarts")
 """ServerConfig fields read only when the run launches its servers."""

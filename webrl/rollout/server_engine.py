@@ -95,6 +95,8 @@ class ServerBackend:
     at most `max_concurrency` in flight); `load_weights_from_disk` updates them all."""
 
     capabilities = ENGINE_CAPABILITIES["server"]
+    generate_path = "/generate"
+    """The route one row is posted to (a subclass speaks another server's protocol)."""
 
     def __init__(self, urls: Sequence[str], processor: Any, model_config: Any = None, timeout_s: float = 300.0,
                  max_concurrency: int = 16, api_key: str = "", down_wait_s: float = 0.0, admin_api_key: str = ""):
@@ -157,8 +159,8 @@ class ServerBackend:
             for k in range(len(self.urls)):
                 url = self.urls[(first + k) % len(self.urls)]
                 try:
-                    answer = self.http.post(url, "/generate", body)
-                    check_output(url, answer, self.weight_version)
+                    answer = self.http.post(url, self.generate_path, body)
+                    self.check(url, answer)
                     return answer, url
                 except ServerEngineError as e:
                     errors.append(str(e))
@@ -168,6 +170,10 @@ class ServerBackend:
                     self.urls) and self.down_wait_s else ""
                 raise ServerEngineError(f"every server failed this request{waited}: {'; '.join(errors)}")
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    def check(self, url: str, answer: Any) -> None:
+        """Raise `ServerEngineError` (`ServerStaleError`: other weights) unless `answer` is usable."""
+        check_output(url, answer, self.weight_version)
 
     def read(self, url: str, answer: dict, r: GenerateRequest) -> Generated:
         """A checked `Generated` from one answer (`check_output` has read its generic fields)."""
@@ -265,9 +271,17 @@ class ServerEngine(GeneratorEngine):
     def __init__(self, urls: Sequence[str], processor: Any, generator: Optional[GeneratorConfig] = None,
                  family: str = "qwen2.5-vl", timeout_s: float = 300.0, max_concurrency: int = 16,
                  api_key: str = "", down_wait_s: float = 0.0, admin_api_key: str = "", model_config: Any = None,
-                 policy: Optional[PolicyConfig] = None):
-        backend = ServerBackend(urls, processor, model_config, timeout_s, max_concurrency, api_key, down_wait_s,
-                                admin_api_key)
+                 policy: Optional[PolicyConfig] = None, protocol: str = "sglang", hidden_backend: Any = None):
+        if protocol == "vllm":
+            from webrl.engines.vllm import VLLMBackend
+
+            backend: ServerBackend = VLLMBackend(urls, processor, model_config, timeout_s, max_concurrency, api_key,
+                                                 down_wait_s, hidden_backend=hidden_backend)
+        elif protocol == "sglang":
+            backend = ServerBackend(urls, processor, model_config, timeout_s, max_concurrency, api_key, down_wait_s,
+                                    admin_api_key)
+        else:
+            raise ValueError(f"ServerEngine.protocol must be 'sglang' or 'vllm', got {protocol!r}")
         super().__init__(GeneratorPolicy(backend, processor, generator or GeneratorConfig(), family),
                          policy or PolicyConfig())
         self.backend = backend
@@ -311,6 +325,10 @@ class ServerEngineFactory:
     """Wrappers around the generator (`policy.wrappers`), as in process."""
     admin_api_key_env: str = ""
     """Environment variable holding the servers' admin key (weight routes; empty: none)."""
+    protocol: str = "sglang"
+    """What the servers speak: "sglang" (SGLang, `webrl serve`) or "vllm"."""
+    dtype: str = "float32"
+    """vllm with the cascade: the dtype of the in-process copy that gives the heads' hidden states."""
 
     def __call__(self) -> ServerEngine:
         from transformers import AutoConfig
@@ -322,7 +340,15 @@ class ServerEngineFactory:
         path = resolve_shipped(str(self.model_path))
         config = AutoConfig.from_pretrained(path)
         processor = load_processor(path, config.model_type)
+        hidden = None
+        if self.protocol == "vllm" and "cascade" in self.policy.wrappers:
+            # vLLM returns no hidden states: the heads read them from a copy of the weights here
+            from webrl.models import load_model
+            from webrl.policy.transformers_backend import TransformersBackend
+
+            model, _ = load_model(path, dtype=self.dtype)
+            hidden = TransformersBackend(model, processor, max_batch_size=1)
         return ServerEngine(list(self.urls), processor, self.generator, model_family(config), self.timeout_s,
                             self.max_concurrency, api_key=env_key(self.api_key_env), down_wait_s=self.down_wait_s,
                             admin_api_key=env_key(self.admin_api_key_env),
-                            model_config=config, policy=self.policy)
+                            model_config=config, policy=self.policy, protocol=self.protocol, hidden_backend=hidden)

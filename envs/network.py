@@ -71,6 +71,10 @@ class NetworkPolicyConfig:
     public_stand_ins: tuple[str, ...] = ()
     """CIDRs inside `internal_networks` that count as public anyway: tests serve the "public"
     web from ("127.0.0.1/32",) and keep the rest of 127.0.0.0/8 internal."""
+    local_sites: tuple[str, ...] = ()
+    """The user's own sites on loopback or a private network that tasks may reach anyway: "host"
+    (any port) or "host:port" entries, e.g. ("127.0.0.1:8080", "wiki.lan"). Requests to a listed
+    host skip the internal-address check; every other host is checked as before."""
     resolver_overrides: dict[str, str] = fixed({}, "runs resolve names through DNS; code that builds the env maps stand-in hosts")
     """Host name -> IP used instead of DNS, by this guard and (through `--host-resolver-rules`,
     added by `WebEnvConfig`) by Chromium, so both agree: {"public.test": "127.0.0.1"}."""
@@ -78,6 +82,11 @@ class NetworkPolicyConfig:
     def __post_init__(self) -> None:
         self.internal_networks = tuple(self.internal_networks)
         self.public_stand_ins = tuple(self.public_stand_ins)
+        self.local_sites = tuple(str(site).strip().lower().rstrip("/") for site in self.local_sites)
+        for site in self.local_sites:
+            if not re.fullmatch(r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:[0-9]{1,5})?", site):
+                raise ValueError(f"NetworkPolicyConfig.local_sites: {site!r} must be a host or host:port "
+                                 "such as '127.0.0.1:8080' or 'wiki.lan' (no scheme, no path)")
         for name in ("internal_networks", "public_stand_ins"):
             for cidr in getattr(self, name):
                 try:
@@ -187,11 +196,26 @@ class AddressPolicy:
             self._cache.popitem(last=False)
         return found
 
+    def is_local_site(self, url: str) -> bool:
+        """Whether `url` is on one of `local_sites` (its host, and its port where the entry names one)."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+        if ":" in host:
+            host = f"[{host}]"
+        try:
+            port = parts.port or {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(parts.scheme.lower())
+        except ValueError:
+            return False
+        return bool(host) and any(site in (host, f"{host}:{port}") for site in self.config.local_sites)
+
     def refusal(self, url: str) -> Optional[str]:
-        """None if `url`'s host is public, else why not ("resolves to an internal address ...")."""
+        """None if `url`'s host is public (or a listed local site), else why not ("resolves to an
+        internal address ...")."""
         host = urlsplit(url).hostname or ""
         if not host:
             return "the URL has no host"
+        if self.is_local_site(url):
+            return None
         found = self.addresses(host)
         if not found:
             return f"{host} does not resolve"

@@ -228,7 +228,7 @@ class BrowserServerConfig:
     port: int = 3000
     """TCP port; 0 = any free one (printed)."""
     ws_path: str = "/webrl"
-    """WebSocket path of the endpoint; workers set browser.connect_url=ws://<host>:<port><ws_path>."""
+    """WebSocket path of the endpoint; workers set env.connect_url=ws://<host>:<port><ws_path>."""
     executable_path: str = ""
     """Chromium binary; "" = $WEBRL_CHROMIUM, else /usr/bin/chromium, else Playwright's own."""
 
@@ -244,7 +244,7 @@ class BrowserServerConfig:
 def main(config: BrowserServerConfig) -> int:
     """Start the server, print its endpoint, serve until interrupted (Ctrl-C / SIGTERM)."""
     server = start_browser_server(config.host, config.port, config.ws_path, config.executable_path)
-    print(f"browser server listening: browser.connect_url={server.endpoint}", flush=True)
+    print(f"browser server listening: env.connect_url={server.endpoint}", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         while server.running():

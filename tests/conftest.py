@@ -13,7 +13,7 @@ os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(_RUN_DIR, "torch_exte
 
 import pytest  # noqa: E402
 
-pytest_plugins = ["tests.plugins.models", "tests.plugins.browser", "tests.plugins.ray"]
+pytest_plugins = ["tests.plugins.models", "tests.plugins.browser", "tests.plugins.ray", "tests.plugins.vllm"]
 
 
 def _cuda_available() -> bool:

@@ -115,3 +115,39 @@ def test_top_level_help_imports_no_command_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert len(modules) > 5 and out.stdout.strip().splitlines()[-1] == "[]"
+
+
+FILE_NAME = (".json", ".jsonl", ".yaml", ".txt", ".html")
+
+
+@pytest.mark.parametrize("name", [n for n in COMMANDS if not COMMANDS[n].flags])
+def test_every_key_a_help_text_names_exists(name, capsys):
+    """A dotted name in a command's help (summary, keys, docs, example) is a key of that command's
+    schema or of the run config it points the user to (`webrl browser-server` names the workers'
+    env.connect_url); file names (demos.jsonl) are not keys."""
+    import re
+
+    run_keys = live_keys("train")
+    named = set(re.findall(r"(?<![\w/.:\-])([a-z_]+(?:\.[a-z_0-9]+)+)(?=[=\s,;)]|$)", help_text(name, capsys)))
+    named = {k for k in named if not k.endswith(FILE_NAME)}  # commands with flat keys name none
+    unknown = sorted(k for k in named if k not in live_keys(name) | run_keys)
+    assert unknown == [], (name, unknown)
+
+
+def test_browser_server_tells_workers_the_run_key(capsys):
+    assert "env.connect_url" in help_text("browser-server", capsys) and "env.connect_url" in live_keys("train")
+    assert "browser.connect_url" not in help_text("browser-server", capsys)
+
+
+@pytest.mark.parametrize("name", ["view", "sites", "serve", "browser-server"])
+def test_commands_without_presets_offer_no_config_or_presets(name, capsys):
+    text = help_text(name, capsys)
+    assert "--config" not in text and "--presets" not in text and "--keys" in text
+    assert main([name, "--presets"]) == 2  # not an option here: read as the unknown key `presets`
+    assert "unknown config key 'presets'" in capsys.readouterr().err
+
+
+def test_a_misspelt_section_suggests_the_right_section(capsys):
+    assert main(["config", "lerner.objective=ppo"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown config key 'lerner.objective'" in err and "Closest valid keys: learner.objective" in err

@@ -177,12 +177,48 @@ def test_a_live_web_tasks_file_runs_under_the_live_web_policy_and_a_judge_unless
 
     sandbox = load_config(WebRLConfig)
     assert (sandbox.env.subresource_policy, sandbox.reward.kind) == ("allowlist", "programmatic")
-    file = ["tasks.source=file", "tasks.file=/tmp/tasks.json"]
+    file = ["tasks.source=file", "tasks.file=/tmp/tasks.json", "reward.model=judge-model"]
     live = load_config(WebRLConfig, None, file)
     assert (live.env.subresource_policy, live.reward.kind) == ("public", "recipe")
     told = load_config(WebRLConfig, None, [*file, "env.subresource_policy=allowlist", "reward.kind=judge"])
     assert (told.env.subresource_policy, told.reward.kind) == ("allowlist", "judge")
-    synth = load_config(WebRLConfig, None, [*file, "tasks.file_format=synth"])
+    synth = load_config(WebRLConfig, None, [*file[:2], "tasks.file_format=synth"])
     assert synth.env.subresource_policy == "allowlist"
     with pytest.raises(ConfigError, match="cannot score a live-web tasks file"):
         load_config(WebRLConfig, None, [*file, "reward.kind=programmatic"])
+
+
+def test_a_fixed_key_is_refused_whatever_its_value_type():
+    """A dict value's leaves sit below the key (issue 54: it slipped through and was left out of
+    the saved config.yaml)."""
+    from webrl.config import ConfigError, load_config
+    from webrl.run.config import WebRLConfig
+
+    for value in ("{a.test: 127.0.0.1}", "{}"):
+        with pytest.raises(ConfigError, match=r"config key 'env.network.resolver_overrides' \(from the command line\) "
+                                              r"is not a run setting"):
+            load_config(WebRLConfig, None, [f"env.network.resolver_overrides={value}"])
+    # a mapping where a run key takes a list is named too (OmegaConf's own error names no key)
+    with pytest.raises(ConfigError, match=r"config key 'env.network.local_sites' \(from the command line\) "
+                                          r"expects tuple, got a mapping"):
+        load_config(WebRLConfig, None, ["env.network.local_sites={a: b}"])
+
+
+def test_settings_the_run_would_ignore_are_refused_and_webrl_sft_runs_its_stage(capsys, monkeypatch):
+    import webrl.cli
+    from webrl.cli import main
+    from webrl.config import ConfigError, load_config
+    from webrl.run.config import WebRLConfig
+
+    with pytest.raises(ConfigError, match=r"trainer.eval_every=2 has no effect: tasks.eval_tasks=0"):
+        load_config(WebRLConfig, None, ["tasks.eval_tasks=0", "trainer.eval_every=2"])
+    for key in ("reward.judge=webjudge", "reward.max_tokens=64", "reward.model=m"):
+        with pytest.raises(ConfigError, match=f"{key.split('=')[0]}=.* has no effect: reward.kind=programmatic"):
+            load_config(WebRLConfig, None, [key])
+    assert main(["train", "sft.action_weight=2.0"]) == 2
+    assert "sft.action_weight=2.0 has no effect: trainer.stages=['rl'] runs no sft stage" in capsys.readouterr().err
+    # `webrl sft` runs only the sft stage (trainer.stages=[sft]): its sft keys are used, not refused
+    seen = []
+    monkeypatch.setattr(webrl.cli, "sft_main", seen.append)
+    assert main(["sft", "sft.lr=0.01", "sft.action_weight=2.0"]) == 0
+    assert (seen[0].trainer.stages, seen[0].sft.lr, seen[0].sft.action_weight) == (["sft"], 0.01, 2.0)

@@ -132,3 +132,32 @@ def test_before_after_table_says_within_or_beyond_noise():
     assert lines[-2] == f"change, greedy: 3 tasks up, 1 down, paired sign test p = {2 * 5 / 16:.3f}: within noise"
     assert lines[-1] == f"change, sampled: 9 tasks up, 0 down, paired sign test p = {2 / 512:.3f}: beyond noise (p < 0.05)"
     assert "change" not in before_after_table({"success": 0.25}, {"success": 0.5})
+
+
+def test_drops_are_printed_with_counts_and_an_evaluation_that_scored_too_little_fails(tmp_path, capsys):
+    from webrl.evaluation.evaluator import Evaluator, drop_failure
+    from webrl.reward import ProgrammaticReward, score_trajectories
+
+    tasks = [sandbox_task("widgets", 0, f"t{i}") for i in range(4)]
+    logged = []
+
+    def evaluate(rewards):
+        evaluator = Evaluator(FixedSource(tasks), ScriptedCoordinator(rewards),
+                              lambda t: score_trajectories(ProgrammaticReward(), t), lambda e: None,
+                              tmp_path / "outcomes.jsonl", tasks=4, seed=0, record=logged.append)
+        return evaluator.evaluate("eval", iteration=0)
+
+    # every trajectory dropped ("infra: test" each): the evaluation fails whatever the share allows
+    everything = evaluate([[None]] * 4)
+    assert everything.drops == {"infra: test": 4}
+    assert capsys.readouterr().out == "webrl eval (eval): 4 of 4 trajectories dropped:\n  4 x infra: test\n"
+    assert drop_failure(everything, 1.0) == ("every trajectory of the evaluation was dropped (4 of 4): "
+                                             "nothing was scored")
+    # 2 of 4 dropped = 0.5: fails above a share of 0.25, passes at 0.5 (not more than) and at 1.0
+    half = evaluate([[1.0], [None], [0.0], [None]])
+    assert drop_failure(half, 0.25) == ("2 of 4 trajectories of the evaluation were dropped, more than "
+                                        "eval.max_dropped_share=0.25")
+    assert drop_failure(half, 0.5) is None and drop_failure(half, 1.0) is None
+    assert drop_failure(evaluate([[1.0]] * 4), 0.0) is None  # nothing dropped
+    # `record` (the trajectory log) gets each trajectory once scored: its reward is the final one
+    assert [t.reward for t in logged[-4:]] == [1.0, 1.0, 1.0, 1.0] and len(logged) == 12

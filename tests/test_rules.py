@@ -23,7 +23,20 @@ BROKEN = {
     "_kl_needs_a_reference": (["learner.loss.kl_mode=reward", "learner.loss.kl_coef=0.1"],
                               r"with learner.reference=none there is no reference"),
     "_balanced_needs_enabled": (["rollout.balanced.max_group=8"], r"rollout.balanced.enabled is false"),
-    "_direct_fraction_needs_reasoning": (["sft.direct_fraction=0.5"], r"sft.direct_fraction=0.5 has no effect"),
+    "_direct_fraction_needs_reasoning": (["trainer.stages=[sft,rl]", "sft.direct_fraction=0.5"],
+                                         r"sft.direct_fraction=0.5 has no effect"),
+    "_judge_needs_a_model": (["reward.kind=judge", "reward.base_url=http://127.0.0.1:9/v1"],
+                             r"reward.kind=judge scores with a judge, which needs reward.model: .*"
+                             r"GET http://127.0.0.1:9/v1/models lists them"),
+    # issue 54: settings the run would ignore are refused, each naming the key and what to set instead
+    "_programmatic_has_no_judge": (["reward.base_url=http://127.0.0.1:9/v1", "reward.cache_dir=c"],
+                                   r"reward.base_url='http://127.0.0.1:9/v1' has no effect: reward.kind=programmatic"
+                                   r".* leave reward.base_url, reward.cache_dir unset"),
+    "_sft_needs_its_stage": (["sft.action_weight=2.0", "sft.lr=0.01"],
+                             r"sft.lr=0.01 has no effect: trainer.stages=\['rl'\] runs no sft stage.*"
+                             r"leave sft.lr, sft.action_weight unset"),
+    "_evaluation_needs_tasks": (["tasks.eval_tasks=0", "eval.samples_per_task=2"],
+                                r"eval.samples_per_task=2 has no effect: tasks.eval_tasks=0 runs no evaluation"),
     "_dyna_off_means_defaults": (["dyna.horizon=3"], r"dyna=.* has no effect: dyna.every is 0"),
     "_dyna_needs_grpo": (["dyna.every=2", "learner.objective=ppo"], r"dyna.every \(Dyna-GRPO\) needs learner.objective=grpo"),
     "_dyna_needs_sync": (["dyna.every=2", "rollout.mode=async"], r"dyna.every \(Dyna-GRPO\) needs rollout.mode=sync"),

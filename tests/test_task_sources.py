@@ -52,7 +52,8 @@ def test_task_sources_file_and_registered_env(tmp_path):
 
     rows = [{"task_id": f"t{i}", "confirmed_task": f"goal {i}", "website": "https://example.com/"} for i in range(3)]
     (tmp_path / "tasks.json").write_text(json.dumps(rows))
-    cfg = load_config(WebRLConfig, "smoke", ["tasks.source=file", f"tasks.file={tmp_path / 'tasks.json'}"]).tasks
+    cfg = load_config(WebRLConfig, "smoke", ["tasks.source=file", f"tasks.file={tmp_path / 'tasks.json'}",
+                                            "reward.model=judge-model"]).tasks
     train, held_out = task_sources(cfg)
     # evaluation on a file takes its first tasks in file order, each once
     assert [t.spec.goal for t in draw_tasks(held_out, np.random.default_rng(0), 2, in_order=True)] == ["goal 0", "goal 1"]

@@ -74,7 +74,7 @@ def test_trainer_config_errors_name_the_key():
      r"learner.loss.kl_mode='reward' has no effect.*no reference to take a KL to"),
     # sft.action_weight / coordinate_factor now act (tests/recipes/test_action_aware_sft.py);
     # direct_fraction is refused only where the demonstrations cannot hold reasoning
-    (["sft.direct_fraction=0.5"],
+    (["trainer.stages=[sft,rl]", "sft.direct_fraction=0.5"],
      r"sft.direct_fraction=0.5 has no effect.*oracle demonstrations have no reasoning"),
     (["sft.learner.consistency.every=1"], r"'sft.learner.consistency.every' .* is gone: removed: the SFT stage uses the RL learner's"),
 ])
@@ -507,3 +507,33 @@ def test_ppo_runs_the_loop_and_a_resumed_run_ends_with_the_uninterrupted_weights
     for name, tensor in states[0].items():
         assert torch.equal(states[1][name], tensor), name
 
+
+
+def test_train_exits_non_zero_when_an_evaluation_dropped_everything_and_logs_scored_trajectories(
+        tmp_path, capsys, monkeypatch):
+    """Issue 54: every reset fails (a browser that never starts), so both evaluations drop all their
+    trajectories: `webrl train` prints the reasons with counts and exits 1. The trajectory log is
+    written after scoring: a logged rollout carries the reward the reward function gave."""
+    import webrl.run.trainer
+    from webrl.cli import main
+
+    actors = LocalActors()
+    actors.env.crash_on_reset = 10**6
+    monkeypatch.setattr(webrl.run.trainer, "RunActors", lambda *args: actors)
+    overrides = [f"run.run_dir={tmp_path / 'dead'}", "trainer.iterations=1", "tasks.tasks_per_iteration=1",
+                 "rollout.group_size=2", "tasks.eval_tasks=2", "rollout.max_retries=0"]
+    assert main(["train", *overrides]) == 1
+    captured = capsys.readouterr()
+    reason = "infrastructure error after 1 attempts: browser crashed"
+    assert f"webrl eval (before): 2 of 2 trajectories dropped:\n  2 x {reason}\n" in captured.out
+    assert ("webrl train: evaluation failed: before: every trajectory of the evaluation was dropped (2 of 2)"
+            in captured.err)
+    assert "evaluation failed: after:" in captured.err
+
+    actors = LocalActors()  # episodes succeed and fail in turn: both evaluations score, exit 0
+    monkeypatch.setattr(webrl.run.trainer, "RunActors", lambda *args: actors)
+    assert main(["train", *overrides[1:-1], f"run.run_dir={tmp_path / 'ok'}"]) == 0
+    logged = [json.loads(line) for line in (tmp_path / "ok" / "trajectories" / "trajectories.jsonl").read_text()
+              .splitlines()]
+    # the rollout's 2 trajectories, scored by the checker: reward == the checker's task reward
+    assert len(logged) == 2 and all(t["reward"] == t["info"]["task_reward"] is not None for t in logged)

@@ -233,8 +233,10 @@ def _refuse_moved(layer: Any, keys: dict[str, Any], source: str, fixed_settings:
     from omegaconf import OmegaConf  # at use: see the module docstring
 
     for key in _leaf_keys(OmegaConf.to_container(layer)):
-        if key in fixed_settings:
-            raise ConfigError(f"config key {key!r} (from {source}) is not a run setting: {fixed_settings[key]}")
+        fixed_key = next((k for k in fixed_settings if key == k or key.startswith(k + ".")), None)
+        if fixed_key:  # a dict value's leaves sit below the fixed key itself
+            raise ConfigError(f"config key {fixed_key!r} (from {source}) is not a run setting: "
+                              f"{fixed_settings[fixed_key]}")
         if key not in keys and not any(k.startswith(key + ".") for k in keys):
             moved = moved_reason(key)
             if moved:
@@ -245,23 +247,43 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _explain(exc: Exception, schema: type, source: str) -> ConfigError:
+def _explain(exc: Exception, schema: type, source: str, given: Sequence[str] = ()) -> ConfigError:
+    """The ConfigError for an OmegaConf merge error; `given`: the layer's dotted keys (OmegaConf
+    names an unknown section alone, "lerner", where the user wrote "lerner.objective")."""
     from omegaconf.errors import ConfigKeyError  # at use: see the module docstring
 
     keys = config_keys(schema)
     full_key = getattr(exc, "full_key", None) or ""
+    if full_key and full_key not in keys:
+        full_key = next((k for k in given if k.startswith(full_key + ".")), full_key)
     if isinstance(exc, ConfigKeyError) or full_key not in keys:
         moved = moved_reason(full_key)
         if moved:
             return ConfigError(f"config key {full_key!r} (from {source}) is gone: {moved}")
-        parent = full_key.rsplit(".", 1)[0] + "." if "." in full_key else ""
+        lookup = full_key
+        parent = lookup.rsplit(".", 1)[0] + "." if "." in lookup else ""
+        if parent and not any(k.startswith(parent) for k in keys):  # a misspelt section: find it first
+            lookup = _respelt_section(lookup, keys)
+            parent = lookup.rsplit(".", 1)[0] + "."
         siblings = [k for k in keys if k.startswith(parent)] or list(keys)
-        close = difflib.get_close_matches(full_key, siblings, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(lookup, siblings, n=3, cutoff=0.5)
         hint = f" Closest valid keys: {', '.join(close)}." if close else (
             f" Valid keys here: {', '.join(sorted(siblings)[:12])}.")
         return ConfigError(f"unknown config key {full_key!r} (from {source}).{hint}")
     expected = _type_name(keys[full_key])
     return ConfigError(f"config key {full_key!r} (from {source}) expects {expected}: {exc.msg}")
+
+
+def _respelt_section(full_key: str, keys: dict[str, Any]) -> str:
+    """`full_key` with its leading section names replaced by the closest existing ones
+    ("lerner.objective" -> "learner.objective"), so the key match looks in the right section."""
+    parts, sections = full_key.split("."), []
+    for part in parts[:-1]:
+        prefix = ".".join(sections) + "." if sections else ""
+        names = sorted({k[len(prefix):].split(".")[0] for k in keys if k.startswith(prefix) and "." in k[len(prefix):]})
+        close = difflib.get_close_matches(part, names, n=1, cutoff=0.6)
+        sections.append(close[0] if close and part not in names else part)
+    return ".".join([*sections, parts[-1]])
 
 
 def load_config(schema: type[T], preset: str | Path | None = None,
@@ -287,7 +309,12 @@ def load_config(schema: type[T], preset: str | Path | None = None,
         try:
             cfg = OmegaConf.merge(cfg, layer)
         except OmegaConfBaseException as e:
-            raise _explain(e, schema, source) from None
+            raise _explain(e, schema, source, _leaf_keys(OmegaConf.to_container(layer))) from None
+        except TypeError:  # a dict where the key takes a list or a value (OmegaConf names no key)
+            given = _leaf_keys(OmegaConf.to_container(layer))
+            key = next((k for leaf in given for k in keys if leaf.startswith(k + ".")), "a key")
+            raise ConfigError(f"config key {key!r} (from {source}) expects {_type_name(keys.get(key))}, "
+                              f"got a mapping") from None
     _check_required(layers)
     switched_off = getattr(schema, "switched_off", None)
     if switched_off is not None and len(layers) > 1:  # a later layer's switch drops an earlier one's section

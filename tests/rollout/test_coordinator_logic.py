@@ -305,3 +305,45 @@ def test_every_decision_carries_a_seed_of_its_group_member_and_turn():
     assert _seeds(7, slots=1) == seen
     assert set(_seeds(8).values()).isdisjoint(seen.values())
     assert set(_seeds(None).values()) == {None}
+
+
+class RaisingEnv(CountEnv):
+    """Its reset raises what a Ray task error carries as `.cause` (issue 54: a refused start URL)."""
+
+    def __init__(self, error):
+        super().__init__()
+        self.error = error
+
+    async def reset(self, slot, seed, options):
+        self.resets += 1
+        raise self.error
+
+
+class WrappedError(RuntimeError):
+    """Stands in for ray.exceptions.RayTaskError: its `cause` is the env's own exception."""
+
+    def __init__(self, cause):
+        super().__init__(f"ray::EnvWorker.reset() (pid=1)\n  File x\n{cause!r}")
+        self.cause = cause
+
+
+def test_an_error_retrying_cannot_fix_drops_at_once_with_its_whole_message_and_task():
+    message = ("start URL http://127.0.0.1:9/ refused: 127.0.0.1 is an internal address\n"
+               "second line: set env.network.local_sites")
+    env = RaisingEnv(WrappedError(ValueError(message)))
+    coord, _ = _coordinator(env, max_retries=2)
+    trajs, stats = coord.collect(_tasks(1))
+    # 4 group members, one reset each (no retry): 4 resets, not 4 x 3
+    assert env.resets == 4 and stats.retries == 0 and stats.dropped == 4
+    for t in trajs:
+        assert t.info.attempts == 1
+        assert t.drop_reason == (f"env error in task 't0' (not retried: retrying cannot fix it): ValueError: {message}")
+
+
+def test_an_infrastructure_exception_is_still_retried_and_reported_whole():
+    env = RaisingEnv(WrappedError(ConnectionError("socket closed\nby the peer")))
+    coord, _ = _coordinator(env, max_retries=1)
+    trajs, stats = coord.collect(_tasks(1))
+    assert env.resets == 8 and stats.retries == 4  # 4 members x 2 attempts; one retry each
+    assert all(t.drop_reason == "infrastructure error after 2 attempts: ConnectionError: socket closed\nby the peer"
+               for t in trajs)

@@ -72,3 +72,20 @@ def test_outcome_of_a_log_written_before_scoring_is_the_checker_outcome(tmp_path
     assert '<section class="traj success">' in page and '<section class="traj unscored">' in page
     assert "success (1)" in page and "failure (0)" in page and "unscored (1)" in page
     assert "shop/4 · reward None · checker 1.0" in page
+
+
+def test_the_viewer_shows_each_judge_verdict_and_its_reason(tmp_path):
+    log = TrajectoryLog(tmp_path)
+    judged = Trajectory("om2w/1", "g", goal="find the opening hours", reward=1.0,
+                        reward_details={"judge": "action_history", "reply": "The hours are shown. Status: success"})
+    failed = Trajectory("om2w/2", "g", goal="book a table", reward=0.0,
+                        reward_details={"judge": "action_history", "reply": "No booking. Status: failure"})
+    checked = Trajectory("shop/1", "g", goal="buy a mug", reward=1.0, reward_details={"rule": "cart holds mug"})
+    for t in (judged, failed, checked):
+        log(t)
+    page = view_run(tmp_path).read_text()
+    assert page.count('class="traj success"') == 2 and page.count('class="traj failure"') == 1
+    assert "<b>verdict</b> judge action_history: SUCCESS" in page
+    assert "<b>verdict</b> judge action_history: NOT SUCCESS" in page
+    assert "The hours are shown. Status: success" in page and "No booking. Status: failure" in page
+    assert "<b>verdict</b> reward 1</div>" in page and "cart holds mug" in page

@@ -83,8 +83,16 @@ def demos_main(config: DemosConfig) -> int:
 def train_main(config) -> int:
     from webrl.run.trainer import Trainer
 
-    Trainer(config).fit()
-    return 0
+    trainer = Trainer(config)
+    trainer.fit()
+    return _evaluations_exit_code("train", trainer.evaluation_failures)
+
+
+def _evaluations_exit_code(command: str, failures: list[str]) -> int:
+    """1 (with the reasons on stderr) when an evaluation scored too little (eval.max_dropped_share), else 0."""
+    for failure in failures:
+        print(f"webrl {command}: evaluation failed: {failure} (the drop reasons are listed above)", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def sft_main(config) -> int:
@@ -100,8 +108,9 @@ def eval_main(config) -> int:
     if not config.model.path and not config.eval.endpoint:
         print("webrl eval: neither model.path nor eval.endpoint is set; evaluating a tiny random-init model",
               file=sys.stderr)
-    Trainer(config).run_eval()
-    return 0
+    trainer = Trainer(config)
+    trainer.run_eval()
+    return _evaluations_exit_code("eval", trainer.evaluation_failures)
 
 
 def show_config(config) -> int:
@@ -166,13 +175,15 @@ def run_command(name: str, argv: list[str]) -> int:
     """A config-driven command: `--presets`, `--keys`, `--explain KEY`, or build the config and run `main`."""
     cmd = COMMANDS[name]
     parser = argparse.ArgumentParser(prog=f"webrl {name}", add_help=False, allow_abbrev=False)
-    parser.add_argument("--config", default=None)
+    if cmd.preset_files:
+        parser.add_argument("--config", default=None)
+        parser.add_argument("--presets", action="store_true")
     parser.add_argument("--keys", action="store_true")
-    parser.add_argument("--presets", action="store_true")
     parser.add_argument("--explain", default=None, metavar="KEY")
     args, extra = parser.parse_known_args(argv)
-    overrides = dashed_overrides(extra, cmd.positional.key if cmd.positional else None)
-    if args.presets:
+    preset, presets = getattr(args, "config", None), getattr(args, "presets", False)
+    overrides = [*cmd.implied, *dashed_overrides(extra, cmd.positional.key if cmd.positional else None)]
+    if presets:
         print("\n".join(list_presets()))
         return 0
     schema = resolve(cmd.schema)
@@ -183,9 +194,9 @@ def run_command(name: str, argv: list[str]) -> int:
     if args.explain:
         print(explain(name, args.explain))
         return 0
-    config = resolve(cmd.load)(args.config, overrides) if cmd.load else load_config(schema, args.config, overrides)
+    config = resolve(cmd.load)(preset, overrides) if cmd.load else load_config(schema, preset, overrides)
     if cmd.schema == TRAIN_SCHEMA:
-        config = with_trained_prompt(config, schema, args.config, overrides)
+        config = with_trained_prompt(config, schema, preset, overrides)
     main: Callable = resolve(cmd.main)
     return int(main(config) or 0)
 

@@ -46,6 +46,12 @@ class Command:
     positional: Optional[Positional] = None
     load: Optional[str] = None
     """"module:function(preset, overrides)" building the config; None = `load_config(schema, ...)`."""
+    preset_files: bool = True
+    """Whether the command reads `--config PRESET_OR_YAML` (and lists `--presets`); commands whose
+    few settings are all on the command line offer neither."""
+    implied: tuple[str, ...] = ()
+    """`key=value` settings the command applies before the command line's (`webrl sft` runs only
+    the sft stage: trainer.stages=[sft], so the rules judge its sft.* keys as used)."""
     flags: bool = False
     returns_exit_code: bool = True
     """flags=True: whether `main`'s return value is the exit code (heads-train returns its metrics)."""
@@ -64,7 +70,8 @@ COMMANDS: dict[str, Command] = {
     "sft": Command(
         "run only the SFT stage (oracle demos or sft.demos_dir) and save its checkpoint", TRAIN_SCHEMA,
         "webrl.cli:sft_main", "webrl sft --config tiny_webagent_pointer_sft sft.demos_dir=runs/demos",
-        keys=("model.path", "sft.demos_dir", "sft.demos", "sft.epochs", "sft.batch_size", "sft.lr", "run.run_dir")),
+        keys=("model.path", "sft.demos_dir", "sft.demos", "sft.epochs", "sft.batch_size", "sft.lr", "run.run_dir"),
+        implied=("trainer.stages=[sft]",)),
     "eval": Command(
         "evaluate a checkpoint (model.path, or the first argument) or an OpenAI-compatible endpoint (eval.endpoint) "
         "on a task suite; prints success per site and level, writes Online-Mind2Web result folders", TRAIN_SCHEMA,
@@ -88,14 +95,14 @@ COMMANDS: dict[str, Command] = {
         "serve a local Qwen-VL checkpoint over an OpenAI-compatible /v1/chat/completions API",
         "webrl.serve.app:ServeConfig", "webrl.serve.app:serve_main", "webrl serve webrl:tiny-webagent-pointer port=8000",
         keys=("model_path", "port", "host", "dtype", "device", "served_model_name"),
-        positional=Positional("CKPT", "model_path", "checkpoint folder of a Qwen2.5-VL / Qwen3-VL model")),
+        positional=Positional("CKPT", "model_path", "checkpoint folder of a Qwen2.5-VL / Qwen3-VL model"), preset_files=False),
     "view": Command(
         "write the static HTML trajectory viewer of a run folder", "webrl.cli:ViewConfig", "webrl.cli:view_main",
         "webrl view runs/smoke-20260101-120000", keys=("run_dir",),
-        positional=Positional("RUN_DIR", "run_dir", "run folder holding trajectories/trajectories.jsonl")),
+        positional=Positional("RUN_DIR", "run_dir", "run folder holding trajectories/trajectories.jsonl"), preset_files=False),
     "sites": Command(
         "serve the sandbox websites on 127.0.0.1 for a person to browse", "webrl.cli:SitesConfig",
-        "webrl.cli:sites_main", "webrl sites port=8765", keys=("port",)),
+        "webrl.cli:sites_main", "webrl sites port=8765", keys=("port",), preset_files=False),
     "demos": Command(
         "record oracle demonstrations on sandbox tasks (successful episodes only)", "webrl.cli:DemosConfig",
         "webrl.cli:demos_main", "webrl demos n=200 out=runs/demos levels=[0,1] sites=[widgets] viewport=640x480",
@@ -138,7 +145,7 @@ COMMANDS: dict[str, Command] = {
     "browser-server": Command(
         "run a Playwright browser server (Chromium with webrl's flags) that env workers join with env.connect_url",
         "webrl.envs.remote_browser:BrowserServerConfig", "webrl.envs.remote_browser:main",
-        "webrl browser-server port=3000", keys=("host", "port", "ws_path", "executable_path")),
+        "webrl browser-server port=3000", keys=("host", "port", "ws_path", "executable_path"), preset_files=False),
     "heads-train": Command(
         "train decision heads on logged steps with the generator frozen",
         "webrl.policy.cascade.train:heads_train_parser", "webrl.policy.cascade.train:heads_train_main",

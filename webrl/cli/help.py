@@ -44,6 +44,8 @@ def command_usage(name: str) -> str:
     if cmd.flags:
         return resolve(cmd.schema)().format_usage().strip()
     arg = f" [{cmd.positional.name}]" if cmd.positional else ""
+    if not cmd.preset_files:
+        return f"usage: webrl {name}{arg} [--keys] [--explain KEY] [KEY=VALUE | --KEY VALUE ...]"
     return f"usage: webrl {name}{arg} [--config PRESET_OR_YAML] [--keys] [--explain KEY] [--presets] [KEY=VALUE | --KEY VALUE ...]"
 
 
@@ -66,11 +68,13 @@ def command_help(name: str) -> str:
         lines.append(f"  {key_line(key, tp, default)}")
         lines += _wrap(doc, "      ")
     if not cmd.flags:
-        lines += ["", "options:"] + [f"  {flag:<{_COLUMN}}{text}" for flag, text in (
-            ("--config PRESET_OR_YAML", f"a preset name or YAML file (webrl {name} --presets lists the presets)"),
-            ("--keys", "list every key with its type, default and documentation"),
-            ("--explain KEY", "one key (or section): type, default, doc and the rules relating it to other keys"),
-            ("--presets", "list the shipped presets"), ("-h, --help", "show this help"))]
+        options = [("--config PRESET_OR_YAML", f"a preset name or YAML file (webrl {name} --presets lists the presets)"),
+                   ("--keys", "list every key with its type, default and documentation"),
+                   ("--explain KEY", "one key (or section): type, default, doc and the rules relating it to other keys"),
+                   ("--presets", "list the shipped presets"), ("-h, --help", "show this help")]
+        if not cmd.preset_files:
+            options = [o for o in options if o[0].split()[0] not in ("--config", "--presets")]
+        lines += ["", "options:"] + [f"  {flag:<{_COLUMN}}{text}" for flag, text in options]
         lines += ["", "settings: key=value or --key value"
                   + (f"; a bare first argument sets {cmd.positional.key}" if cmd.positional else "")]
     lines += ["", "example:", f"  {cmd.example}"]

@@ -11,11 +11,16 @@ times) and appends the per-task outcomes, in draw order, to `eval_outcomes.jsonl
 evaluations compare task by task (`benchmarks/learning_curve.py` counts the flips).
 
 Success is `reward > 0` on scored trajectories; dropped ones are counted apart (webrl.evaluation.summary).
+Each evaluation prints its drop reasons with counts; `drop_failure` says when an evaluation
+scored too little to mean anything (every trajectory dropped, or more than `eval.max_dropped_share`),
+which makes `webrl eval` and `webrl train` exit non-zero. `record` (the trajectory log) receives
+each greedy trajectory once it is scored, so the viewer shows the final reward and verdict.
 """
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -36,13 +41,16 @@ class Evaluation:
     tasks: list = field(default_factory=list)
     trajectories: list[Trajectory] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)
+    drops: dict[str, int] = field(default_factory=dict)
+    """Drop reason -> how many greedy trajectories it dropped, most frequent first."""
 
 
 class Evaluator:
     """Greedy (and sampled) held-out evaluation over coordinators the caller started."""
 
     def __init__(self, source: Any, greedy: Any, score: Callable[[Sequence[Trajectory]], Any], log: Callable,
-                 outcomes_path: Path, *, tasks: int, seed: int, sampled: Any = None, samples_per_task: int = 0):
+                 outcomes_path: Path, *, tasks: int, seed: int, sampled: Any = None, samples_per_task: int = 0,
+                 record: Optional[Callable[[Trajectory], Any]] = None):
         if tasks and greedy is None:
             raise ValueError(f"evaluating {tasks} tasks needs a greedy coordinator")
         if samples_per_task and sampled is None:
@@ -50,6 +58,7 @@ class Evaluator:
         self.source, self.greedy, self.sampled = source, greedy, sampled
         self.score, self.log, self.outcomes_path = score, log, Path(outcomes_path)
         self.num_tasks, self.seed, self.samples_per_task = tasks, seed, samples_per_task
+        self.record = record
 
     def evaluate(self, label: str, iteration: int) -> Evaluation:
         """One evaluation, logged under `label` at `iteration`."""
@@ -60,9 +69,11 @@ class Evaluator:
         trajectories, _ = self.greedy.collect(tasks, iteration)
         self.score(trajectories)
         t_greedy = time.monotonic() - t0
-        reasons = sorted({t.drop_reason for t in trajectories if t.status == "dropped"})
-        if reasons:
-            print(f"webrl eval: {len(reasons)} distinct drop reasons, e.g. {reasons[0]}")
+        for trajectory in trajectories if self.record is not None else ():
+            self.record(trajectory)
+        drops = dict(Counter(t.drop_reason for t in trajectories if t.status == "dropped").most_common())
+        if drops:
+            print(drop_lines(drops, len(trajectories), label))
         metrics = summarize(tasks, trajectories).as_metrics()
         record: dict[str, Any] = {"label": label, "iteration": iteration, "outcomes": [
             [task.spec.id, None if traj.status != "ok" else float((traj.reward or 0) > 0)]
@@ -78,7 +89,7 @@ class Evaluator:
         self.log(event)
         with open(self.outcomes_path, "a") as f:
             f.write(json.dumps(record) + "\n")
-        return Evaluation(metrics, list(tasks), list(trajectories), record)
+        return Evaluation(metrics, list(tasks), list(trajectories), record, drops)
 
     def _sampled_outcomes(self, tasks: Sequence[Any], iteration: int) -> list[list]:
         """[task id, mean success of its K sampled episodes (None: all dropped)] per task, in draw
@@ -91,6 +102,26 @@ class Evaluator:
             ok = [float((t.reward or 0) > 0) for t in trajectories[i * k:(i + 1) * k] if t.status == "ok"]
             out.append([task.spec.id, sum(ok) / len(ok) if ok else None])
         return out
+
+
+def drop_lines(drops: dict[str, int], total: int, label: str) -> str:
+    """`webrl eval (before): 3 of 5 trajectories dropped:` and one `  2 x REASON` line per reason."""
+    lines = [f"webrl eval ({label}): {sum(drops.values())} of {total} trajectories dropped:"]
+    return "\n".join([*lines, *(f"  {n} x {reason}" for reason, n in drops.items())])
+
+
+def drop_failure(evaluation: Evaluation, max_dropped_share: float) -> Optional[str]:
+    """Why `evaluation` scored too little to mean anything, or None: every greedy trajectory was
+    dropped, or more than `max_dropped_share` of them (eval.max_dropped_share)."""
+    total, dropped = len(evaluation.trajectories), sum(evaluation.drops.values())
+    if not total or not dropped:
+        return None
+    if dropped == total:
+        return f"every trajectory of the evaluation was dropped ({dropped} of {total}): nothing was scored"
+    if dropped / total > max_dropped_share:
+        return (f"{dropped} of {total} trajectories of the evaluation were dropped, more than "
+                f"eval.max_dropped_share={max_dropped_share:g}")
+    return None
 
 
 def sampled_line(metrics: dict[str, Any], temperature: float, samples_per_task: int) -> Optional[str]:

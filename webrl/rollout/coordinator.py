@@ -8,7 +8,9 @@ other trajectories between turns; a group is complete when all its members finis
 Failures: an infrastructure error (browser crash reported in `info["infra_error"]`, a dead
 EnvWorker actor, a step or trajectory timeout) restarts that trajectory from scratch on
 another slot, up to `max_retries` times; after that the trajectory is dropped with the
-reason. Dropped trajectories are counted and never scored as task failures. Each env call
+reason. An env error that says the task or the configuration is wrong (`NOT_RETRIED`: a
+ValueError, say) is not retried: the trajectory is dropped at once with the error's type, whole
+message and task. Dropped trajectories are counted and never scored as task failures. Each env call
 has `step_timeout_s`, each inference call `inference_timeout_s`; the whole trajectory's limit
 defaults to their sum over the turn limit (`RolloutConfig.trajectory_timeout`), so a long
 episode whose every call is on time is never cut for being long.
@@ -42,6 +44,18 @@ from webrl.types import Trajectory, TrajectoryInfo
 from webrl.config import fixed
 
 ENGINES = ("transformers", "server")
+
+
+NOT_RETRIED = (ValueError, TypeError, KeyError, AttributeError)
+"""Env errors that say the task or the configuration is wrong (a start URL the network policy
+refuses raises ValueError): another attempt on another slot fails the same way, so the
+trajectory is dropped at once with the whole message instead of as an infrastructure error."""
+
+
+def env_error_cause(error: BaseException) -> BaseException:
+    """The exception the env raised: a Ray task error's cause (`RayTaskError.cause`), else `error`."""
+    cause = getattr(error, "cause", None)
+    return cause if isinstance(cause, BaseException) else error
 
 
 def run_coroutine(coro: Any) -> Any:
@@ -304,7 +318,13 @@ class RolloutCoordinator:
             except EpisodeInfraError as e:
                 reason = str(e)
             except Exception as e:  # a dead actor or a transport error: the env side failed
-                reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                cause = env_error_cause(e)
+                reason = f"{type(cause).__name__}: {cause}"
+                if isinstance(cause, NOT_RETRIED):
+                    traj = Trajectory(task_id=task.spec.id, group_id=group_id, goal=task.spec.goal,
+                                      info=TrajectoryInfo(attempts=attempt + 1))
+                    traj.drop(f"env error in task {task.spec.id!r} (not retried: retrying cannot fix it): {reason}")
+                    break
             finally:
                 slots.put_nowait(slot)
             if attempt < self.config.max_retries:

@@ -24,9 +24,10 @@ import io
 import json
 import sys
 import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import TextIO, Union
+from typing import Optional, TextIO, Union
 
 from webrl.rollout.viewer import TRAJECTORY_LOG
 from webrl.types import Image, Trajectory
@@ -122,20 +123,35 @@ class TrajectoryLog:
 
 
 class ProgressBar:
-    """`[#####-----] 12/32 trajectories | 3.4 steps/s | success 25% | dropped 1`, redrawn in place."""
+    """`[#####-----] 12/32 trajectories | 3.4 steps/s | success 25% | dropped 1`, redrawn in place
+    on a terminal. Elsewhere (a log file, a pipe) `\r` would pile every redraw onto one line, so
+    it writes the line plainly: the first, then at most one every `plain_every_s`, and the last."""
 
-    def __init__(self, stream: TextIO = sys.stderr, width: int = 20, enabled: bool = True):
-        self.stream, self.width, self.enabled = stream, width, enabled
+    def __init__(self, stream: Optional[TextIO] = None, width: int = 20, enabled: bool = True,
+                 plain_every_s: float = 30.0):
+        stream = sys.stderr if stream is None else stream  # at construction, not import: stderr may be swapped
+        self.stream, self.width, self.enabled, self.plain_every_s = stream, width, enabled, plain_every_s
+        isatty = getattr(stream, "isatty", None)
+        self.terminal = bool(isatty and isatty())
+        self._last_plain: float | None = None
 
     def __call__(self, stats, total: int) -> None:
         if not self.enabled:
             return
         done = stats.trajectories
+        if not self.terminal:
+            now = time.monotonic()
+            due = self._last_plain is None or now - self._last_plain >= self.plain_every_s
+            if not (due or done >= total):
+                return
+            self._last_plain = None if done >= total else now  # the next collection starts afresh
         filled = int(self.width * done / max(total, 1))
         scored = max(done - stats.dropped, 1)
         line = (f"[{'#' * filled}{'-' * (self.width - filled)}] {done}/{total} trajectories | "
                 f"{stats.steps_per_s:.1f} steps/s | success {100 * stats.successes / scored:.0f}% | "
                 f"dropped {stats.dropped}")
-        end = "\n" if done >= total else ""
-        self.stream.write("\r" + line + end)
+        if not self.terminal:
+            self.stream.write(line + "\n")
+        else:
+            self.stream.write("\r" + line + ("\n" if done >= total else ""))
         self.stream.flush()

@@ -6,9 +6,10 @@ clicked point), the model's text and the environment's feedback. Buttons filter 
 The page is self-contained HTML with relative links to the images the trajectory log wrote, so
 a run folder can be copied and opened anywhere.
 
-Outcome: the reward when a reward function scored the trajectory, else the env checker's
-`info.task_reward` (the rollout log is written before scoring); "unscored" when neither exists
-(a live-web episode whose judge has not run).
+Outcome: the reward the run's reward function gave (the log is written once a trajectory is
+scored), else the env checker's `info.task_reward` (logs of older runs); "unscored" when neither
+exists. Each trajectory also shows who scored it and how: the judge's verdict and its reason
+(the judge's reply), or the checker's details.
 
 Where the action is drawn comes from `Turn.observation` (`TurnObservation`): `action_bbox` =
 [x, y, w, h] or `action_point` = [x, y] in screenshot pixels, and `screenshot_size` = [w, h].
@@ -57,6 +58,20 @@ def _outcome(traj: Trajectory) -> str:
     return "success" if score > 0 else "failure"
 
 
+def _verdict(traj: Trajectory) -> tuple[str, str]:
+    """(who scored the trajectory and what they said, their reason): "judge action_history:
+    SUCCESS" with the judge's reply, "checker: reward 1.0" with its details, or "unscored"."""
+    details = traj.reward_details or {}
+    if "judge" in details:
+        said = "unparseable reply" if details.get("unparseable") else (
+            "SUCCESS" if (traj.reward or 0) > 0 else "NOT SUCCESS" if traj.reward is not None else "no verdict")
+        return f"judge {details['judge']}: {said}", str(details.get("reason") or details.get("reply") or "")
+    if traj.reward is not None:
+        rest = {k: v for k, v in details.items() if k != "reason"}
+        return f"reward {traj.reward:g}", str(details.get("reason") or (rest if rest else ""))
+    return "unscored", ""
+
+
 def _overlay(turn: Turn) -> str:
     obs = turn.observation
     size = obs.screenshot_size
@@ -93,13 +108,15 @@ def render_run(trajectories: list[Trajectory], image_base: str, title: str) -> s
         for i, turn in enumerate(traj.turns):
             href = f"{image_base}/{turn.images[-1].digest}.{turn.images[-1].format}" if turn.images else None
             turns.append(_turn_html(i, turn, href))
-        reason = traj.drop_reason if kind == "dropped" else (traj.reward_details or {}).get("reason", "")
+        verdict, reason = _verdict(traj)
+        reason = traj.drop_reason if kind == "dropped" else reason
         blocks.append(
             f'<section class="traj {kind}"><h2><span class="badge">{kind}</span> '
             f'{html.escape(traj.task_id)} · reward {traj.reward} · checker {traj.info.task_reward} · '
             f'{len(traj.turns)} turns</h2>'
             f'<div><b>goal</b> {html.escape(traj.goal)}</div>'
-            f'<div><b>reason</b> {html.escape(str(reason or ""))}</div>'
+            f'<div class="verdict"><b>verdict</b> {html.escape(verdict)}</div>'
+            f'<div><b>reason</b> <pre>{html.escape(str(reason or ""))}</pre></div>'
             f'<div class="turns">{"".join(turns)}</div></section>')
     buttons = "".join(f'<button onclick="show(\'{k}\')">{k} ({n})</button>' for k, n in
                       [("all", len(trajectories)), *counts.items()])

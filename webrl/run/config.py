@@ -243,7 +243,15 @@ class EvalStageConfig:
     success to a policy that moved probability toward the right action without (yet) changing
     its argmax; costs samples_per_task x eval_tasks more episodes per evaluation."""
 
+    max_dropped_share: float = 1.0
+    """Largest share of an evaluation's trajectories that may be dropped (infrastructure errors,
+    refused start URLs, judge failures) before `webrl eval` / `webrl train` exit non-zero; an
+    evaluation that dropped every trajectory always fails (1.0: only that). Either way the drop
+    reasons are printed with their counts."""
+
     def __post_init__(self) -> None:
+        if not 0.0 <= self.max_dropped_share <= 1.0:
+            raise ConfigError(f"eval.max_dropped_share must be in [0, 1], got {self.max_dropped_share}")
         if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"eval.endpoint must start with http:// or https://, got {self.endpoint!r}")
         if self.samples_per_task < 0:
@@ -381,8 +389,15 @@ def weight_sync(config: "WebRLConfig") -> tuple[str, str]:
         receivers = server.launch == "sglang" and server.gpus_per_server > 0
     else:
         receivers = None  # servers the user started
-    return resolve_weight_sync(config.learner.weight_sync, config.rollout.engine, bool(res.gpus_per_learner_rank),
-                               receivers)
+    mode, backend = resolve_weight_sync(config.learner.weight_sync, config.rollout.engine,
+                                        bool(res.gpus_per_learner_rank), receivers)
+    if config.rollout.engine == "server" and server.speaks == "vllm" and mode == "collective":
+        from webrl.config import ConfigError
+
+        raise ConfigError("learner.weight_sync.mode='collective' cannot reach vLLM servers yet (vLLM's NCCL "
+                          "weight-transfer engine is not written in webrl): with rollout.server.protocol=vllm "
+                          "allowed: ['auto', 'disk'] (the servers reload each iteration's folder in place)")
+    return mode, backend
 
 
 moved_keys({

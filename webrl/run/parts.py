@@ -33,13 +33,17 @@ from webrl.run.tasks import task_sources
 class RunParts:
     """reward_fn: scores trajectories in place. train_source: where training tasks are drawn.
     evaluator: held-out evaluation. coordinator: the rollout (None when only evaluating).
-    collector: an AsyncCollector over the coordinator when rollout.mode=async, else None."""
+    collector: an AsyncCollector over the coordinator when rollout.mode=async, else None.
+    trajectory_log: the viewer's log, written once a trajectory is scored (so it carries the
+    final reward and the judge's verdict): by the trainer for rollouts, by the evaluator when
+    only evaluating."""
 
     reward_fn: Any
     train_source: Any
     evaluator: Evaluator
     coordinator: Optional[RolloutCoordinator] = None
     collector: Any = None
+    trajectory_log: Optional[TrajectoryLog] = None
 
 
 def evaluation_rollout(rollout: Any, group_size: int) -> Any:
@@ -66,13 +70,12 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
         greedy_worker = actors.start_inference(model_path, greedy, res.num_inference_workers,
                                                endpoint=bool(cfg.eval.endpoint) and not rollout)
         greedy_coordinator = RolloutCoordinator(slots, greedy_worker, evaluation_rollout(cfg.rollout, 1),
-                                                on_trajectory=None if rollout else trajectory_log,
-                                                progress=ProgressBar())
+                                                on_trajectory=None, progress=ProgressBar())
     sampler: list = []
     coordinator = None
     if rollout:
         sampler = actors.start_inference(model_path, cfg.generator, 0, res.num_inference_workers)
-        coordinator = RolloutCoordinator(slots, sampler, cfg.rollout, on_trajectory=trajectory_log,
+        coordinator = RolloutCoordinator(slots, sampler, cfg.rollout, on_trajectory=None,
                                          progress=ProgressBar(), seed=cfg.run.seed)
     sampled = None
     if cfg.eval.samples_per_task and cfg.tasks.eval_tasks:  # the rollout's sampler; its own when only evaluating
@@ -81,7 +84,8 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
                                      on_trajectory=None, progress=ProgressBar(), seed=derive_seed(cfg.run.seed, "eval"))
     evaluator = Evaluator(eval_source, greedy_coordinator, lambda t: score_trajectories(reward_fn, t), log,
                           run_dir / "eval_outcomes.jsonl", tasks=cfg.tasks.eval_tasks, seed=cfg.run.seed,
-                          sampled=sampled, samples_per_task=cfg.eval.samples_per_task if sampled else 0)
+                          sampled=sampled, samples_per_task=cfg.eval.samples_per_task if sampled else 0,
+                          record=None if rollout else trajectory_log)
     actors.wait_started()
     collector = None
     if coordinator is not None and cfg.rollout.mode == "async":  # draws on the collector's own thread and RNG
@@ -89,4 +93,4 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
 
         rng = task_rng(cfg.run.seed, "rl", 10**6 + iteration)
         collector = AsyncCollector(coordinator, lambda: draw_tasks(train_source, rng, 1)[0], progress=ProgressBar())
-    return RunParts(reward_fn, train_source, evaluator, coordinator, collector)
+    return RunParts(reward_fn, train_source, evaluator, coordinator, collector, trajectory_log)

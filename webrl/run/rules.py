@@ -13,6 +13,7 @@ earlier layer set there (`WebRLConfig.switched_off`), so neither needs a rule.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
@@ -75,6 +76,66 @@ def _live_web_file_needs_a_judge(c: "WebRLConfig") -> Optional[str]:
         return ("reward.kind=programmatic cannot score a live-web tasks file (tasks.source=file has no checker: "
                 "every trajectory would be dropped as no_checker); use reward.kind=recipe or judge with a judge "
                 "server (reward.base_url)")
+    return None
+
+
+@rule("reward.kind", "reward.model", "reward.base_url",
+      why="a judge request names its model; without one the judge fails after Ray started")
+def _judge_needs_a_model(c: "WebRLConfig") -> Optional[str]:
+    reward = c.reward
+    if reward.kind != "programmatic" and not reward.model:
+        where = (f"the name of the model the server at reward.base_url={reward.base_url} serves (GET "
+                 f"{reward.base_url.rstrip('/')}/models lists them)" if reward.base_url
+                 else "a judge checkpoint folder (loaded in process), or set reward.base_url and the served model's name")
+        return f"reward.kind={reward.kind} scores with a judge, which needs reward.model: set reward.model to {where}"
+    return None
+
+
+JUDGE_KEYS = ("judge", "base_url", "model", "api_key_env", "timeout_s", "max_retries", "max_concurrency",
+              "max_tokens", "temperature", "cache_dir")
+"""The reward keys only a judge reads (kind judge or recipe); the checker reads success_threshold."""
+
+
+@rule("reward.kind", *(f"reward.{k}" for k in JUDGE_KEYS),
+      why="reward.kind=programmatic builds no judge: its settings would be ignored")
+def _programmatic_has_no_judge(c: "WebRLConfig") -> Optional[str]:
+    from webrl.reward import RewardConfig
+
+    if c.reward.kind != "programmatic":
+        return None
+    default = RewardConfig()
+    changed = [k for k in JUDGE_KEYS if getattr(c.reward, k) != getattr(default, k)]
+    if changed:
+        return (f"reward.{changed[0]}={getattr(c.reward, changed[0])!r} has no effect: reward.kind=programmatic "
+                f"scores with the tasks' checkers and builds no judge; set reward.kind=recipe (checker where a task "
+                f"has one, judge elsewhere) or judge, or leave {', '.join('reward.' + k for k in changed)} unset")
+    return None
+
+
+# --- stages and evaluation -------------------------------------------------------------------
+
+@rule("sft", "trainer.stages", why="the sft settings act only when trainer.stages runs the sft stage")
+def _sft_needs_its_stage(c: "WebRLConfig") -> Optional[str]:
+    if "sft" in c.trainer.stages:
+        return None
+    default = type(c.sft)()
+    changed = [f.name for f in dataclasses.fields(c.sft) if getattr(c.sft, f.name) != getattr(default, f.name)]
+    if changed:
+        return (f"sft.{changed[0]}={getattr(c.sft, changed[0])!r} has no effect: trainer.stages="
+                f"{list(c.trainer.stages)} runs no sft stage; add sft to trainer.stages (e.g. [sft,rl]), run "
+                f"`webrl sft`, or leave {', '.join('sft.' + k for k in changed)} unset")
+    return None
+
+
+@rule("tasks.eval_tasks", "eval.samples_per_task", "trainer.eval_every",
+      why="with no evaluation tasks no evaluation runs: its settings would be ignored")
+def _evaluation_needs_tasks(c: "WebRLConfig") -> Optional[str]:
+    if c.tasks.eval_tasks:
+        return None
+    for key, value in (("eval.samples_per_task", c.eval.samples_per_task), ("trainer.eval_every", c.trainer.eval_every)):
+        if value:
+            return (f"{key}={value} has no effect: tasks.eval_tasks=0 runs no evaluation; set tasks.eval_tasks "
+                    f"(held-out tasks per evaluation) or leave {key} at 0")
     return None
 
 

@@ -13,6 +13,10 @@ Sources are built in the driver and the drawn tasks are shipped to the env worke
 picklable; `Task.prepare()` runs in the worker). A user's site that lives in the driver's
 process (examples/custom_site.py) is reached over 127.0.0.1 from the workers.
 
+`check_start_urls` runs before Ray starts: a tasks file whose start URL the live-web network
+policy refuses (a site on loopback or a private network) fails at load naming
+`env.network.local_sites`, instead of every episode failing in the env workers.
+
 Choice where the issue is silent: a registered env is built once in the driver only to read its
 `tasks` attribute (WebEnv does not start a browser before `reset`), then closed.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webrl.config import ConfigError
 from webrl.run.config import TasksConfig
 
 
@@ -66,3 +71,32 @@ def task_sources(tasks: TasksConfig, max_steps: int = 30) -> tuple[Any, Any]:
         return source, source
     source = _env_task_source(tasks.env_id, dict(tasks.env_config))
     return source, source
+
+
+def check_start_urls(tasks: TasksConfig, env: Any, max_steps: int = 30) -> None:
+    """Refuse (ConfigError) a tasks file whose start URL the run's network policy (`env`, an
+    `EnvWorkerConfig`) refuses, naming the run key that lets it through. Only the "public"
+    policy checks addresses; the other policies allow every task its own start host."""
+    if tasks.source != "file" or env.subresource_policy != "public":
+        return
+    from urllib.parse import urlsplit
+
+    from webrl.envs.network import AddressPolicy
+
+    policy = AddressPolicy(env.network)
+    refused: dict[str, tuple[str, str]] = {}  # netloc -> (a task id, why)
+    for task in task_sources(tasks, max_steps=max_steps)[0].tasks:
+        url = task.spec.start_url
+        netloc = urlsplit(url).netloc
+        if netloc not in refused:
+            reason = policy.refusal(url)
+            if reason:
+                refused[netloc] = (task.spec.id, reason)
+    if refused:
+        sites = ",".join(sorted(refused))
+        first, (task_id, reason) = next(iter(refused.items()))
+        raise ConfigError(
+            f"the live-web network policy refuses the start URL of task {task_id!r} ({first}: {reason}); "
+            f"{len(refused)} site(s) of tasks.file={tasks.file!r} are on loopback or a private network. "
+            f"To run tasks on your own sites, list them: env.network.local_sites=[{sites}] "
+            f"(every other internal address stays refused)")

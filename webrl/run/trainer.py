@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from webrl.config import to_yaml
+from webrl.evaluation.evaluator import drop_failure
 from webrl.evaluation.summary import paired_changes
 from webrl.learner.credit import trajectories_to_samples
 from webrl.recipes.sft import sft_stage
@@ -49,6 +50,7 @@ from webrl.run.folder import initial_model, report_evaluation, resolve_run_dir, 
 from webrl.run.iteration import collect_metrics, draw_iteration, sim_rollout, success_threshold
 from webrl.run.log import RunLog
 from webrl.run.parts import RunParts, start_parts
+from webrl.run.tasks import check_start_urls
 
 
 class Trainer:
@@ -68,6 +70,7 @@ class Trainer:
         self._last_eval: tuple[Optional[tuple[int, int]], dict] = (None, {})  # ((iteration, version), metrics)
         self._records: dict[str, dict] = {}  # label -> that evaluation's per-task outcomes record
         self.estimates = SuccessEstimates.from_config(config.rollout.balanced)  # per task family, for balanced rollout
+        self.evaluation_failures: list[str] = []  # evaluations that scored too little (`drop_failure`)
 
     # -- entry points ----------------------------------------------------------------------------
     def fit(self) -> dict[str, Any]:
@@ -123,6 +126,8 @@ class Trainer:
             trajectories, stats = parts.coordinator.collect(tasks, self.iteration, sizes)
         t_collect = time.monotonic() - t0
         rewards = reward_metrics(score_trajectories(parts.reward_fn, trajectories))
+        if parts.trajectory_log is not None:  # logged once scored: the viewer shows the final reward and verdict
+            stats.log_bytes += sum(parts.trajectory_log(t) for t in trajectories)
         if cfg.rollout.balanced.enabled:
             update_estimates(self.estimates, trajectories, success_threshold(cfg))
         sim = cfg.dyna.is_sim_iteration(self.iteration)  # Dyna-GRPO: refine with the real future states
@@ -149,6 +154,7 @@ class Trainer:
         if self.parts.collector is not None:  # evaluation borrows the collector's env slots
             self.parts.collector.pause()
         evaluation = self.parts.evaluator.evaluate(label, self.iteration)
+        self._check_drops(label, evaluation)
         metrics = evaluation.metrics
         self._records["last"] = evaluation.record
         if label == "before":
@@ -175,12 +181,19 @@ class Trainer:
         try:
             self.start_actors(rollout=False)
             result = self.parts.evaluator.evaluate("eval", self.iteration)
+            self._check_drops("eval", result)
             summary = report_evaluation(cfg, result, self.run_dir)
             show_viewer(self.run_dir)
             print(f"run folder: {self.run_dir}")
             return summary
         finally:
             self.close()
+
+    def _check_drops(self, label: str, evaluation: Any) -> None:
+        """Note an evaluation that scored too little; the CLI exits non-zero when any did."""
+        failure = drop_failure(evaluation, self.config.eval.max_dropped_share)
+        if failure:
+            self.evaluation_failures.append(f"{label}: {failure}")
 
     # -- checkpoints ---------------------------------------------------------------------------
     def save(self, path: str | Path) -> str:
@@ -205,6 +218,8 @@ class Trainer:
     def start_actors(self, rollout: bool, evaluation: bool = True) -> None:
         """Run folder, model, Ray and the log; then (evaluation) the rollout side (`start_parts`)."""
         cfg = self.config
+        if evaluation:  # a configuration fault fails here, before Ray starts
+            check_start_urls(cfg.tasks, cfg.env, max_steps=cfg.rollout.max_turns)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(to_yaml(cfg))
         self.model_path = initial_model(cfg, self.run_dir)

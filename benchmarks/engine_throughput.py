@@ -3,7 +3,7 @@ the prompt tokens a prefix cache could reuse from turn to turn.
 
 1. Tokens/s and time per turn, one request at a time (an agent waits for each action), greedy,
    for `GeneratorPolicy` (transformers `generate` in this process) and `ServerEngine` against
-   `webrl serve` launched as its own process by `webrl.rollout.server_launcher` (same model
+   `webrl serve` launched as its own process by `webrl.engines.launcher` (same model
    folder, same requests; their greedy ids are compared turn by turn). The HTTP path's overhead
    is the client's time per turn minus the server's own `meta_info.e2e_latency`.
 2. Prefix reuse per turn: prompt tokens P_t (all recomputed by both engines here: transformers
@@ -99,8 +99,8 @@ def main() -> None:
     from webrl.models import load_model, tiny_model
     from webrl.policy import (GeneratorConfig, GeneratorPolicy, Observation, PolicyRequest, PromptConfig,
                               SamplingConfig)
-    from webrl.rollout.server_engine import ServerEngine
-    from webrl.rollout.server_launcher import InferenceServer, free_port, launch_command, server_flags
+    from webrl.engines.sglang import ServerEngine
+    from webrl.engines.launcher import InferenceServer, free_port, launch_command, server_flags
 
     if args.threads:
         torch.set_num_threads(args.threads)

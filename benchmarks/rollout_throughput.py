@@ -214,7 +214,7 @@ def main() -> None:
     from webrl.policy.prompt import PromptConfig
     from webrl.run.ray_local import start_local_ray
     from webrl.rollout import InferenceConfig
-    from webrl.rollout.engines import GeneratorEngineFactory
+    from webrl.engines.engine import GeneratorEngineFactory
     from webrl.rollout.placement import start_inference_workers
 
     temp = tempfile.mkdtemp(prefix="rb")

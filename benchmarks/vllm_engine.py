@@ -90,8 +90,8 @@ def rollout_rows(results: dict, out: Path, n: int, repeats: int) -> None:
     from webrl.engines.vllm_launch import vllm_environment
     from webrl.models import load_model
     from webrl.models.shipped import resolve_shipped
-    from webrl.policy.transformers_backend import TransformersBackend
-    from webrl.rollout.server_launcher import InferenceServer, free_port, launch_command, server_flags
+    from webrl.engines.transformers import TransformersBackend
+    from webrl.engines.launcher import InferenceServer, free_port, launch_command, server_flags
 
     torch.set_num_threads(1)  # what an inference worker uses (GeneratorEngineFactory.torch_threads)
     path = resolve_shipped(CHECKPOINT)

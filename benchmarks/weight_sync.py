@@ -35,7 +35,7 @@ def measure(model_path: str, receivers: int, syncs: int, bucket_mb: float) -> di
     from webrl.run.actors import _beside
     from webrl.learner import LearnerConfig, LearnerGroup, LearnerRun
     from webrl.learner.config import WeightSyncConfig
-    from webrl.rollout.engines import GeneratorEngineFactory
+    from webrl.engines.engine import GeneratorEngineFactory
     from webrl.rollout.inference import InferenceConfig
     from webrl.rollout.placement import start_inference_workers
 

@@ -25,7 +25,7 @@ from webrl.config import load_config
 from webrl.run.config import WebRLConfig
 
 STACKS = {"none": [], "cascade": ["cascade"], "loci": ["loci"], "skills": ["skills"], "loci+cascade": ["loci", "cascade"]}
-LOGPROB_TOL = 1e-4  # as tests/rollout/test_server_engine.py: unpadded (server) vs left-padded (in process)
+LOGPROB_TOL = 1e-4  # as tests/engines/test_sglang.py: unpadded (server) vs left-padded (in process)
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
@@ -72,8 +72,8 @@ def overrides(world, engine: str, stack: str, threshold: float = 0.0) -> list[st
 
 def engine_for(world, config):
     """The inference engine `RunActors.start_inference` builds for `config`, without Ray."""
-    from webrl.rollout.engines import GeneratorEngineFactory
-    from webrl.rollout.server_engine import ServerEngineFactory
+    from webrl.engines.engine import GeneratorEngineFactory
+    from webrl.engines.sglang import ServerEngineFactory
 
     if config.rollout.engine == "server":
         return ServerEngineFactory(config.rollout.server.urls, world["path"], config.generator, policy=config.policy)()

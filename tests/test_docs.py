@@ -50,8 +50,8 @@ EXPENSIVE: dict[str, list[str]] = {
     "python benchmarks/learning.py": ["tests/benchmarks/test_learning.py::test_table_plot_and_from_json",
                                       "tests/benchmarks/test_learning.py::test_recipe_resolves_with_the_run_keys_last"],
     "python -m sglang.launch_server": [
-        "tests/rollout/test_server_launcher.py::test_launch_commands_by_hand",
-        "tests/rollout/test_server_engine_sglang.py",
+        "tests/engines/test_launcher.py::test_launch_commands_by_hand",
+        "tests/engines/test_sglang_source.py",
     ],
     "python -m playwright install": ["tests/envs/test_browser.py"],
     "pip install": ["tests/test_packaging.py::test_wheel_ships_templates_prompts_and_scripts"],

@@ -146,7 +146,7 @@ def test_deterministic_runs_one_request_per_forward_in_process_only():
     """run.deterministic derives inference.max_batch_size=1 for the in-process engine; the server
     engine keeps its batches (the server's batch-invariant mode is what makes them safe) and a
     launched SGLang server is told so."""
-    from webrl.rollout.server_launcher import server_flags
+    from webrl.engines.launcher import server_flags
 
     assert load_config(WebRLConfig, None, ["run.deterministic=true"]).inference.max_batch_size == 1
     assert load_config(WebRLConfig, None, []).inference.max_batch_size == 16

@@ -74,7 +74,7 @@ class ChromiumActors(LocalActors):
     def start_inference(self, model_path, generator, index, count=1, endpoint=False):
         from tests.rollout.test_coordinator_logic import AsyncInference
         from webrl.rollout import InferenceConfig, InferenceWorker
-        from webrl.rollout.engines import GeneratorEngineFactory
+        from webrl.engines.engine import GeneratorEngineFactory
 
         return [AsyncInference(InferenceWorker(GeneratorEngineFactory(model_path, generator)(),
                                                InferenceConfig(batch_window_s=0.0))) for _ in range(count)]

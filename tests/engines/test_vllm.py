@@ -17,14 +17,14 @@ import pytest
 import torch
 
 from tests.policy.helpers import PIXELS
-from tests.rollout.test_server_engine import assert_same_decisions, generator_config, requests
+from tests.engines.test_sglang import assert_same_decisions, generator_config, requests
 from webrl.chat.server_http import ServerEngineError
 from webrl.engines.vllm import VLLMBackend
 from webrl.models import load_model
 from webrl.policy import GeneratorPolicy
 from webrl.policy.backend import GenerateRequest
-from webrl.policy.transformers_backend import TransformersBackend
-from webrl.rollout.server_engine import ServerEngine
+from webrl.engines.transformers import TransformersBackend
+from webrl.engines.sglang import ServerEngine
 
 LOGPROB_TOL = 1e-4
 BOUNDS = (PIXELS["min_pixels"], PIXELS["max_pixels"])
@@ -167,13 +167,22 @@ def test_a_killed_server_costs_a_retry_never_a_stale_answer(vllm_server, tiny_qw
     remote.close()
 
 
-def test_qwen3vl_greedy_decisions_equal_in_process(vllm_server, tiny_qwen3vl_path):
-    """The recipe's family: the same text, image and multi-image prompts (patch 16, deepstack)."""
+def test_qwen3vl_greedy_ids_and_logprobs_equal_in_process(vllm_server, tiny_qwen3vl_path):
+    """The recipe's family (patch 16, deepstack): the same text, image and multi-image rows.
+    Compared on the backends with the vision-token rule off on both sides: the tiny random
+    Qwen3-VL's greedy choice is an image pad within 12 tokens on one of these rows, which the
+    in-process engine masks and the server engines refuse (tested by hand in test_vllm_config)."""
     model, processor = load_model(tiny_qwen3vl_path)
     server = vllm_server(tiny_qwen3vl_path, BOUNDS)
-    local = GeneratorPolicy(model, processor, generator_config())
-    remote_engine = ServerEngine([server.url], processor, generator_config(), "qwen3-vl", model_config=model.config,
-                                 protocol="vllm")
-    reqs = requests(local.builder.format)
-    assert_same_decisions(remote_engine.act(reqs), local.act(reqs))
-    remote_engine.close()
+    policy = GeneratorPolicy(model, processor, generator_config())
+    remote = VLLMBackend([server.url], processor, model.config)
+    remote.vision_ids = set()
+    reqs = rows(policy, requests(policy.builder.format))
+    assert [len(r.images) for r in reqs] == [1, 2, 0]
+    for row in reqs:
+        local = TransformersBackend(model, processor)  # an empty prefix cache per row
+        local.suppress_ids = []
+        (a,), (b,) = local.generate([row]), remote.generate([row])
+        assert b.ids == a.ids and len(b.ids) >= 1 and b.prompt_tokens == len(row.prompt_ids)
+        assert torch.allclose(torch.tensor(b.logprobs), torch.tensor(a.logprobs), atol=LOGPROB_TOL, rtol=0)
+    remote.close()

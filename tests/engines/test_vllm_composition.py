@@ -50,7 +50,7 @@ class VLLMActors(SharedActors):
     def start_inference(self, model_path, generator, index, count=1, endpoint=False):
         from tests.rollout.test_coordinator_logic import AsyncInference
         from webrl.rollout import InferenceConfig, InferenceWorker
-        from webrl.rollout.server_engine import ServerEngineFactory
+        from webrl.engines.sglang import ServerEngineFactory
 
         server = self.config.rollout.server
         assert server.speaks == "vllm"

@@ -201,7 +201,7 @@ def test_learner_rank_zero_to_an_inference_worker_equals_the_object_store_weight
     from webrl.learner import LearnerGroup
     from webrl.models import load_model
     from webrl.policy import GeneratorPolicy
-    from webrl.rollout.engines import GeneratorEngine
+    from webrl.engines.engine import GeneratorEngine
     from webrl.rollout.inference import InferenceWorker
 
     model, processor = load_model(tiny_qwen25vl_path)

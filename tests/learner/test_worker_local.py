@@ -148,7 +148,7 @@ def test_inference_worker_logprobs_equal_learner_after_set_weights(setup, tiny_q
     from tests.policy.helpers import observation
     from webrl.policy import PolicyRequest, SamplingConfig
     from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
-    from webrl.rollout.engines import GeneratorEngine
+    from webrl.engines.engine import GeneratorEngine
     from webrl.rollout.inference import InferenceWorker
 
     group, _, samples, initial, _ = setup

@@ -24,7 +24,7 @@ class VLLMServers:
     def __call__(self, model_path: str, pixels: tuple[int, int] = (0, 0), max_restarts: int = 0,
                  fresh: bool = False, max_images: int = 4):
         from webrl.engines.vllm_launch import vllm_environment
-        from webrl.rollout.server_launcher import InferenceServer, free_port, launch_command, server_flags
+        from webrl.engines.launcher import InferenceServer, free_port, launch_command, server_flags
 
         key = (str(model_path), tuple(pixels), max_restarts)
         if key in self.running and not fresh:

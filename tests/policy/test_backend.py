@@ -1,4 +1,4 @@
-"""The in-process generator backend (webrl/policy/transformers_backend.py) against uncached forwards.
+"""The in-process generator backend (webrl/engines/transformers.py) against uncached forwards.
 
 Reference: one full forward over prompt + ids with no cache (`_uncached_logits`). The backend's
 row path (forced ids, hidden states, prefix-cache reuse, token-by-token decoding) and its batched

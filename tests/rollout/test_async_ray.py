@@ -10,7 +10,7 @@ ray = pytest.importorskip("ray")
 from webrl.policy import GeneratorConfig, SamplingConfig  # noqa: E402
 from webrl.policy.prompt import PromptConfig  # noqa: E402
 from webrl.rollout import AsyncCollector, InferenceConfig, RolloutConfig, RolloutCoordinator  # noqa: E402
-from webrl.rollout.engines import GeneratorEngineFactory  # noqa: E402
+from webrl.engines.engine import GeneratorEngineFactory  # noqa: E402
 from webrl.rollout.placement import start_env_workers, start_inference_workers  # noqa: E402
 
 from tests.rollout.test_coordinator_logic import CountEnv, _tasks  # noqa: E402

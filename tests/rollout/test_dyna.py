@@ -272,7 +272,7 @@ def test_sim_rollout_on_a_sandbox_page_replays_to_the_collected_state_and_trains
     from webrl.evaluation.summary import resolve_checkpoint
     from webrl.reward import build_reward, score_trajectories
     from webrl.rollout import InferenceConfig, InferenceWorker, RolloutCoordinator
-    from webrl.rollout.engines import GeneratorEngineFactory
+    from webrl.engines.engine import GeneratorEngineFactory
     from webrl.run.config import WebRLConfig
 
     import torch

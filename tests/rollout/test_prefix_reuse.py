@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from webrl.policy.backend import image_keyed, reusable_prefix
-from webrl.rollout.server_engine import ServerEngine, ServerEngineError
+from webrl.engines.sglang import ServerEngine, ServerEngineError
 from webrl.types import Image
 
 

@@ -14,7 +14,7 @@ from webrl.policy import GeneratorConfig, SamplingConfig, make_format  # noqa: E
 from webrl.policy.prompt import PromptConfig  # noqa: E402
 from webrl.run.ray_local import start_local_ray  # noqa: E402
 from webrl.rollout import InferenceActor, InferenceConfig, RolloutConfig, RolloutCoordinator  # noqa: E402
-from webrl.rollout.engines import GeneratorEngineFactory  # noqa: E402
+from webrl.engines.engine import GeneratorEngineFactory  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.browser, pytest.mark.slow]
 

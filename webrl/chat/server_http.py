@@ -1,5 +1,5 @@
 """HTTP to SGLang-native servers: errors, keys, the checks every `/generate` answer passes, and
-the disk weight update (`ServerBackend`, webrl/rollout/server_engine.py, uses them).
+the disk weight update (`ServerBackend`, webrl/engines/sglang.py, uses them).
 
 Keys, as SGLang's `utils/auth.py` (at 0ce3659c, `decide_request_auth`) checks them: generation
 and `/model_info` take the `--api-key`; the weight routes take the `--admin-api-key` when the

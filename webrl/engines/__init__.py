@@ -1,10 +1,16 @@
-"""Inference engines behind the generator backend interface (webrl/policy/backend.py).
+"""Inference engines: one module per engine behind the generator backend interface
+(webrl/policy/backend.py), and what starts and configures their servers.
 
-    vllm.py          `VLLMBackend`: vLLM's token-in / token-out route and in-place weight reload
-    vllm_launch.py   the interpreter, command, flags and environment of a launched vLLM server
-    vllm_site/       the start-up hook `bash run.sh` installs into vLLM's own environment
+    engine.py         `GeneratorEngine`: the run's policy wrapper stack over any backend, and the
+                      in-process engine's picklable factory
+    transformers.py   `TransformersBackend`: the model in this process (`webrl serve` serves it too)
+    sglang.py         `ServerBackend` / `ServerEngine`: SGLang's native /generate (and `webrl serve`)
+    vllm.py           `VLLMBackend`: vLLM's token-in / token-out route and in-place weight reload
+    server_config.py  `ServerConfig` (rollout.server): URLs, launch kind, protocol, keys
+    launcher.py       launched servers of every kind: start, /health, restart, stop
+    vllm_launch.py    a launched vLLM server's interpreter, command, flags and environment
+    vllm_site/        the start-up hook `bash run.sh` installs into vLLM's own environment
 
-The in-process transformers backend (webrl/policy/transformers_backend.py), SGLang's protocol
-(webrl/rollout/server_engine.py) and the launcher every server kind shares
-(webrl/rollout/server_launcher.py) are still where they were.
+A third server engine is one more module here: a backend class (a `ServerBackend` subclass for an
+HTTP server), its row in `ENGINE_CAPABILITIES`, its launch command and its protocol name.
 """

@@ -64,7 +64,7 @@ from typing import Any, Optional, Sequence
 
 from webrl.chat.server_http import ServerEngineError, ServerStaleError
 from webrl.policy.backend import ENGINE_CAPABILITIES, GenerateRequest, Generated, cut_at_stop
-from webrl.rollout.server_engine import ServerBackend, collapse_image_pads, image_data_url
+from webrl.engines.sglang import ServerBackend, collapse_image_pads, image_data_url
 
 GENERATE_PATH = "/inference/v1/generate"
 LAUNCH_VERSIONS = ("default",)

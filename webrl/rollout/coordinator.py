@@ -39,7 +39,7 @@ from webrl.rollout.balanced import BalancedRolloutConfig
 from webrl.rollout.episode import Decide, Episode, EpisodeInfraError, EpisodeSpec, run_episode_async
 from webrl.rollout.slots import slot_env_call
 from webrl.rollout.progress import LOG_IMAGES, log_fraction
-from webrl.rollout.server_config import ServerConfig
+from webrl.engines.server_config import ServerConfig
 from webrl.types import Trajectory, TrajectoryInfo
 from webrl.config import fixed
 
@@ -118,7 +118,7 @@ class RolloutConfig:
     learner's current one is discarded (counted as "stale"); 0 collects nothing ahead (= sync)."""
     engine: str = "transformers"
     """Who samples: "transformers" (the generator inside each inference worker) or "server"
-    (SGLang-native servers at rollout.server.urls, `webrl.rollout.server_engine`; weights reach
+    (SGLang-native servers at rollout.server.urls, `webrl.engines.sglang`; weights reach
     them as a Hugging Face folder after every update)."""
     server: ServerConfig = field(default_factory=ServerConfig)
     """The servers of rollout.engine=server."""

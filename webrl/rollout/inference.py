@@ -11,7 +11,7 @@ Weights arrive three ways: a state dict or learner `WeightUpdate` from Ray's obj
 checkpoint folder a server engine loads itself.
 
 The engine is whatever implements `Engine` (`act` + `load_weights`): the transformers
-generator policy, or `webrl.rollout.server_engine.ServerEngine` over SGLang-native servers
+generator policy, or `webrl.engines.sglang.ServerEngine` over SGLang-native servers
 (weights as a folder path), without touching the coordinator.
 """
 from __future__ import annotations

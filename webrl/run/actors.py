@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from webrl.run.resources import ResourceError, check_resources, cluster_nodes, request_rows
-from webrl.rollout.server_launcher import ServerLaunchError
+from webrl.engines.launcher import ServerLaunchError
 from webrl.run.config import WebRLConfig, weight_sync
 from webrl.run.resources import run_layout
 
@@ -129,7 +129,7 @@ class RunActors:
         """`count` inference workers from bundle `layout.inference + index` on, each serving the
         run's policy stack over `generator` on `model_path` (`endpoint`: eval.endpoint instead)."""
         from webrl.evaluation.summary import EndpointEngineFactory, endpoint_config
-        from webrl.rollout.engines import GeneratorEngineFactory
+        from webrl.engines.engine import GeneratorEngineFactory
         from webrl.rollout.placement import start_inference_workers
 
         res = self.config.resources
@@ -139,7 +139,7 @@ class RunActors:
         if endpoint:
             factory: Any = EndpointEngineFactory(endpoint_config(self.config))
         elif self.config.rollout.engine == "server":
-            from webrl.rollout.server_engine import ServerEngineFactory
+            from webrl.engines.sglang import ServerEngineFactory
 
             urls = self._launch_servers(model_path) if server.launch != "none" else server.urls
             factory = ServerEngineFactory(urls, model_path, generator, server.timeout_s or self.config.rollout.inference_timeout_s,
@@ -168,10 +168,10 @@ class RunActors:
     def _launch_servers(self, model_path: str) -> list[str]:
         """rollout.server.launch: start the run's inference servers once (the evaluation worker
         shares the rollout's), each a Ray actor that restarts its server when it dies
-        (`webrl.rollout.server_launcher`); their URLs once every one answers /health. close()
+        (`webrl.engines.launcher`); their URLs once every one answers /health. close()
         stops them."""
         from webrl.models.shipped import resolve_shipped
-        from webrl.rollout.server_launcher import start_server_actors
+        from webrl.engines.launcher import start_server_actors
 
         if not self._server_urls:
             prompt = self.config.generator.prompt

@@ -178,7 +178,7 @@ class NativeBackend:
 
     def __init__(self, model: Any, processor: Any, lock: Optional[threading.Lock] = None,
                  model_path: str = "", weight_version: str = "0", pixel_bounds: Optional[tuple[int, int]] = None):
-        from webrl.policy.transformers_backend import TransformersBackend
+        from webrl.engines.transformers import TransformersBackend
 
         self.model, self.processor = model, processor
         self.lock = lock or threading.Lock()

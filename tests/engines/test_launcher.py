@@ -1,4 +1,4 @@
-"""Launched inference servers (`webrl.rollout.server_launcher`) with real processes on 127.0.0.1:
+"""Launched inference servers (`webrl.engines.launcher`) with real processes on 127.0.0.1:
 health wait, restart after kill -9 (the request in flight completes, the weights last loaded come
 back), bounded restarts, stop / a dead launcher leave no process, and clear errors (exit at
 start, health deadline) quoting the server's log. Most use a stdlib stub server (starts in well
@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from webrl.config import ConfigError
-from webrl.rollout.server_config import ServerConfig
-from webrl.rollout.server_engine import ServerEngine, ServerEngineError
-from webrl.rollout.server_launcher import (InferenceServer, ServerLaunchError, free_port, launch_command)
+from webrl.engines.server_config import ServerConfig
+from webrl.engines.sglang import ServerEngine, ServerEngineError
+from webrl.engines.launcher import (InferenceServer, ServerLaunchError, free_port, launch_command)
 
 # A server speaking the /generate subset ServerEngine reads: it answers every prompt with the ids
 # given on its command line (log-prob -0.5 each), after DELAY seconds, and keeps a weight version.
@@ -114,7 +114,7 @@ def test_launch_commands_by_hand():
 
 def test_server_flags_by_hand():
     """The run's pixel bounds, key variables and the cascade's hidden states, as each server kind spells them."""
-    from webrl.rollout.server_launcher import server_flags
+    from webrl.engines.launcher import server_flags
 
     env = {"USER_KEY": "u", "ADMIN_KEY": "a"}
     assert server_flags("webrl", (3136, 1003520), "USER_KEY", "ADMIN_KEY", True, env) == [
@@ -232,7 +232,7 @@ def test_health_deadline_is_a_clear_error_and_kills_the_process(tmp_path):
 def test_a_killed_launcher_takes_its_server_with_it(stub_file, tmp_path):
     """No orphans when the launching process itself dies (a Ray actor killed at shutdown)."""
     port = free_port()
-    module = os.path.abspath("webrl/rollout/server_launcher.py")  # stdlib-only imports: load it alone, fast
+    module = os.path.abspath("webrl/engines/launcher.py")  # stdlib-only imports: load it alone, fast
     script = textwrap.dedent(f'''
         import importlib.util, sys, time
         spec = importlib.util.spec_from_file_location("server_launcher", {module!r})
@@ -358,7 +358,7 @@ def test_a_server_down_for_good_ends_the_run_at_the_next_sync(ray_cluster, tmp_p
 
     from webrl.run.actors import RunActors
     from webrl.config import load_config
-    from webrl.rollout.server_launcher import ServerLaunchError
+    from webrl.engines.launcher import ServerLaunchError
     from webrl.run.config import WebRLConfig
 
     @ray.remote

@@ -9,7 +9,7 @@ from webrl.policy.loci.policy import LociConfig, LociPolicy
 from webrl.policy.prompt import PromptConfig
 from webrl.policy.stack import CascadeWrapperConfig, PolicyConfig
 from webrl.policy.cascade.synthetic import make_steps
-from webrl.rollout.engines import GeneratorEngineFactory
+from webrl.engines.engine import GeneratorEngineFactory
 
 
 def _generator() -> GeneratorConfig:

@@ -8,7 +8,7 @@ from webrl.config import fixed
 @dataclass
 class ServerConfig:
     """Inference servers the run's rollouts use (`rollout.engine=server`): started by the user
-    (`urls`) or by the run (`launch`, `webrl.rollout.server_launcher`), never both."""
+    (`urls`) or by the run (`launch`, `webrl.engines.launcher`), never both."""
 
     urls: list[str] = field(default_factory=list)
     """Base URLs of servers the user started, e.g. ["http://10.0.0.5:30000"]: SGLang-native

@@ -4,7 +4,7 @@ Start a server from a Qwen-VL checkpoint, then point the test at it:
 
     python -m sglang.launch_server --model-path CKPT --port 30000 --enable-return-hidden-states \
         --mm-process-config '{"image": {"min_pixels": 3136, "max_pixels": 1003520}}' &
-    WEBRL_SGLANG_URL=http://127.0.0.1:30000 WEBRL_SGLANG_MODEL=CKPT pytest -m gpu tests/rollout/test_server_engine_sglang.py
+    WEBRL_SGLANG_URL=http://127.0.0.1:30000 WEBRL_SGLANG_MODEL=CKPT pytest -m gpu tests/engines/test_sglang_source.py
 
 Greedy decisions through SGLang must carry the same prompt ids as webrl's in-process policy and
 log-probs close to the transformers model's (bf16 kernels differ: 0.05 nats), and a weight update
@@ -27,7 +27,7 @@ def test_sglang_greedy_decisions_match_the_in_process_policy(tmp_path):
     from tests.policy.helpers import observation
     from webrl.models import load_model, model_family
     from webrl.policy import GeneratorConfig, GeneratorPolicy, PolicyRequest, SamplingConfig
-    from webrl.rollout.server_engine import ServerEngine
+    from webrl.engines.sglang import ServerEngine
 
     model, processor = load_model(MODEL, dtype="bfloat16", device="cuda")
     config = GeneratorConfig(sampling=SamplingConfig(greedy=True, max_new_tokens=32))
@@ -50,8 +50,8 @@ def test_sglang_scores_forced_ids_and_returns_hidden_states_as_the_in_process_ba
     from tests.policy.helpers import observation
     from webrl.models import load_model
     from webrl.policy import GeneratorConfig, GeneratorPolicy, PolicyRequest
-    from webrl.policy.transformers_backend import TransformersBackend
-    from webrl.rollout.server_engine import ServerBackend
+    from webrl.engines.transformers import TransformersBackend
+    from webrl.engines.sglang import ServerBackend
 
     model, processor = load_model(MODEL, dtype="bfloat16", device="cuda")
     local = GeneratorPolicy(model, processor, GeneratorConfig())

@@ -50,7 +50,7 @@ is refused (the rollout retries) rather than sent to the learner.
 Servers that are down: a request whose server cannot be reached (connection refused or dropped,
 not a timeout) or answers with stale weights goes to the next URL; when every server is so, it
 keeps trying, every 0.5 s, for `down_wait_s` (a launched server being restarted and reloading
-its last weights, `webrl.rollout.server_launcher`), then fails the step. Generation is
+its last weights, `webrl.engines.launcher`), then fails the step. Generation is
 stateless, so sending a dropped request again is safe; a stale answer is never used.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ from webrl.models.tokens import VISION_TOKENS
 from webrl.policy.backend import ENGINE_CAPABILITIES, GenerateRequest, Generated, cut_at_stop
 from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
 from webrl.policy.stack import PolicyConfig
-from webrl.rollout.engines import GeneratorEngine
+from webrl.engines.engine import GeneratorEngine
 from webrl.chat.server_http import (ServerEngineError, ServerHTTP, env_key, ServerStaleError, ServerUnreachableError,
                                        check_output)
 from webrl.types import Image
@@ -344,7 +344,7 @@ class ServerEngineFactory:
         if self.protocol == "vllm" and "cascade" in self.policy.wrappers:
             # vLLM returns no hidden states: the heads read them from a copy of the weights here
             from webrl.models import load_model
-            from webrl.policy.transformers_backend import TransformersBackend
+            from webrl.engines.transformers import TransformersBackend
 
             model, _ = load_model(path, dtype=self.dtype)
             hidden = TransformersBackend(model, processor, max_batch_size=1)

@@ -14,7 +14,7 @@ from tests.policy.helpers import PIXELS, episode, observation
 from webrl.chat.local import LocalChatEngine
 from webrl.models import load_model
 from webrl.policy import GeneratorConfig, GeneratorPolicy, PolicyRequest, PromptConfig, SamplingConfig
-from webrl.rollout.server_engine import ServerEngine, ServerEngineError, ServerEngineFactory
+from webrl.engines.sglang import ServerEngine, ServerEngineError, ServerEngineFactory
 from webrl.serve import ServeConfig, ServerThread, create_app
 
 FAMILIES = ["qwen2.5-vl", "qwen3-vl"]

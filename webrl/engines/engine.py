@@ -4,7 +4,7 @@ An engine is `act(requests) -> decisions` plus weight loading. `GeneratorEngine`
 generator (`GeneratorPolicy` over any backend, webrl/policy/backend.py) wrapped in the run's
 policy wrapper stack (`webrl.policy.stack.build_policy`, config section `policy`), the same way
 whatever the backend: the transformers model in this process (`GeneratorEngineFactory`) or
-inference servers (`webrl.rollout.server_engine.ServerEngine`). Engines are built inside the
+inference servers (`webrl.engines.sglang.ServerEngine`). Engines are built inside the
 inference actor by a picklable factory, so weights load where they run.
 """
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -228,6 +229,7 @@ class BrowserSession:
         self._playwright: Optional[Playwright] = None
         self._browser: Optional[Browser] = None
         self._marker = ""
+        self._pid: Optional[int] = None  # the launched Chromium's, read once per launch (kill_browser)
         self.last_connect_error = ""
         """Why the last reconnect to a remote browser in `relaunch()` failed ("" if it did not)."""
 
@@ -253,6 +255,7 @@ class BrowserSession:
                 args=[*CHROMIUM_FLAGS, *self.config.extra_args, self._marker],
                 ignore_default_args=["--disable-popup-blocking"],
                 timeout=LAUNCH_TIMEOUT_S * 1000)
+            self._pid = next(iter(_browser_pids(os.getpid(), self._marker)), None)
         self.generation += 1
 
     def _connect(self) -> Browser:
@@ -313,11 +316,26 @@ class BrowserSession:
 
     def _drop_browser(self) -> None:
         if self._browser is not None:
-            try:
-                self._browser.close()
+            from webrl.envs.watchdog import WATCHDOG_GRACE_S, BrowserWatchdog  # watchdog imports nothing of ours
+            try:  # a browser that does not close in time is killed: close() then returns
+                with BrowserWatchdog(None, WATCHDOG_GRACE_S, session=self):
+                    self._browser.close()
             except Exception:  # already dead or unreachable: nothing to close
                 pass
-            self._browser = None
+            self._browser, self._pid = None, None
+
+    def kill_browser(self) -> bool:
+        """End the browser from any thread so that every Playwright call waiting on it returns
+        (TargetClosedError); True if something was ended. Local: SIGKILL to Chromium. Remote: this
+        session's connection is closed on Playwright's loop (the browser serves its other clients)."""
+        if not self.config.remote:
+            try:
+                os.kill(self._pid, signal.SIGKILL)  # type: ignore[arg-type]
+                return True
+            except (OSError, TypeError):  # already gone, or never launched
+                return False
+        from webrl.envs.watchdog import close_on_loop
+        return close_on_loop(self._browser)
 
     def browser_pid(self) -> Optional[int]:
         """PID of the Chromium browser process this session launched (None if not running, and

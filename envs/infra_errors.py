@@ -23,13 +23,16 @@ def infra_error_reason(error: Exception, episode: Episode, session: BrowserSessi
                        step_timeout_s: float) -> str:
     """The reason string for `error`; relaunches the browser if it died."""
     message = " ".join(str(error).split())[:300]
-    if not session.is_alive():
+    alive = session.is_alive()
+    if not alive:  # crashed, or killed by the watchdog: the next episode gets a new browser
         session.relaunch()
-        return f"browser_crashed: {message}"
     if watchdog.fired:
+        ended = "killed the browser (it was relaunched)" if watchdog.killed else "closed the episode's tabs"
         return (f"page_unresponsive: a browser call of the step did not return within {watchdog.limit_s:g} s "
                 f"(step limit {step_timeout_s:g} s + watchdog grace); the page may be "
-                "stuck in a script, and the step watchdog closed the episode's tabs")
+                f"stuck in a script, and the step watchdog {ended}")
+    if not alive:
+        return f"browser_crashed: {message}"
     if session.generation != episode.generation:
         return f"browser_relaunched: this episode's browser was replaced ({message})"
     if episode.events.crashed or "crash" in message.lower():

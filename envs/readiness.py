@@ -5,7 +5,9 @@ s/step with readiness checks. After an action, `wait_until_ready` waits for (1) 
 load state, (2) no in-flight fetch/XHR, capped by a short network-quiet limit (long-polling
 pages never go quiet), and (3) a short window with no DOM mutation, counted from the later of
 the last mutation and the start of the wait (an effect deferred by a timer has not started yet
-when the action returns). A poll that comes late (the page was not running: a loaded machine)
+when the action returns). A DOM that never goes quiet (requestAnimationFrame loops, tickers)
+waives (3) `DOM_RESTLESS_CAP_S` after the last network activity: without that bound such a page
+waited out the whole 10 s load timeout on every reset. A poll that comes late (the page was not running: a loaded machine)
 does not count the stall as quiet until one more poll has seen no new mutation. All three are read from
 one in-page probe (`READINESS_INIT_SCRIPT`, installed in every context by `BrowserSession`),
 polled by Playwright's `wait_for_function`, whose timeout is enforced outside the page, so a
@@ -26,6 +28,11 @@ NETWORK_QUIET_CAP_S = 0.5
 """Stop waiting for in-flight fetch/XHR after this long (long-polling pages never go quiet)."""
 DOM_QUIET_MS = 30.0
 """The DOM must stay unchanged this long (from the action on) before the page counts as ready."""
+DOM_RESTLESS_CAP_S = 0.8
+"""A page whose DOM never goes quiet (an animation, a requestAnimationFrame loop, a ticking clock)
+counts as ready this long after its last network activity (document load, fetch/XHR, any
+resource it loaded) or the start of the wait, whichever is later: a bounded rule instead of the
+whole load timeout on every reset."""
 NAVIGATION_GRACE_S = 1.0
 """After a page starts navigating away, wait at most this long for the next document."""
 RESPONSIVE_PROBE_S = 2.0
@@ -48,6 +55,13 @@ READINESS_INIT_SCRIPT = r"""
       if (!(r.attributeName || '').startsWith('data-webrl-')) { s.lastMutation = performance.now(); return; }
     }
   }).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  // Any resource the document loads (images, scripts, styles, beacons) counts as network
+  // activity too: the bounded rule for pages that never go DOM-quiet counts from the last of it.
+  try {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) s.lastNet = Math.max(s.lastNet, e.responseEnd || e.startTime);
+    }).observe({type: 'resource', buffered: true});
+  } catch (e) { /* no PerformanceObserver: fetch/XHR and the load event still count */ }
   const origFetch = window.fetch;
   if (origFetch) {
     window.fetch = function (...args) {
@@ -94,7 +108,8 @@ READINESS_INIT_SCRIPT = r"""
 """
 
 # Truthy when the page is ready: {popup: whether a new tab may have been requested since the
-# last ready answer, blockedPopups: window.open calls refused since then}. arg: {token, quietMs, networkCapMs, navigationGraceMs}. A navigation that
+# last ready answer, blockedPopups: window.open calls refused since then}. arg: {token, quietMs, networkCapMs,
+# navigationGraceMs, restlessCapMs}. A navigation that
 # has not replaced this document within navigationGraceMs (blocked, turned into a download, or a
 # slow server) stops holding the wait: the page is then observed as it is.
 READINESS_PROBE = r"""
@@ -113,7 +128,12 @@ READINESS_PROBE = r"""
   if (s.inflight > 0 && now - s.waitStart < arg.networkCapMs) return false;
   // Quiet from the action on, too: an action whose effect comes from a timer (a debounce, a
   // deferred render) has changed nothing yet at the first poll.
-  if (now - Math.max(s.lastMutation, s.waitStart) < arg.quietMs) return false;
+  // A DOM that never goes quiet (an animation loop) is ready restlessCapMs after the last
+  // network activity (the load event included) or the start of the wait, whichever is later.
+  const nav = performance.getEntriesByType('navigation')[0];
+  const lastActivity = Math.max(s.waitStart, s.lastNet, nav ? nav.loadEventEnd : 0);
+  const restless = now - lastActivity >= arg.restlessCapMs;  // in-flight requests were capped above
+  if (!restless && now - Math.max(s.lastMutation, s.waitStart) < arg.quietMs) return false;
   const result = {popup: s.popupHint > -1e9, blockedPopups: s.blockedPopups};
   s.popupHint = -1e9;
   s.blockedPopups = 0;
@@ -145,7 +165,7 @@ def wait_until_ready(page: Page, timeout_s: float, token: int) -> Optional[dict]
 def readiness_arg(token: int) -> dict[str, Any]:
     """The probe's argument: the action's token and the quiet / cap / grace times (ms)."""
     return {"token": token, "quietMs": DOM_QUIET_MS, "networkCapMs": NETWORK_QUIET_CAP_S * 1000,
-            "navigationGraceMs": NAVIGATION_GRACE_S * 1000}
+            "navigationGraceMs": NAVIGATION_GRACE_S * 1000, "restlessCapMs": DOM_RESTLESS_CAP_S * 1000}
 
 
 def readiness_result(value: Any) -> dict:

@@ -134,16 +134,28 @@ class WebEnv(gymnasium.Env):
         super().reset(seed=seed)
         started = time.perf_counter()
         task = self._pick_task(options or {})
-        for attempt in range(2):  # one relaunch if the browser is dead or dies during reset
-            try:
-                obs, info = self._start_episode(task)
-                break
-            except (PlaywrightError, InfraError, PageUnresponsive, StepTimeLimit) as error:
-                self._close_episode(clean=False)  # the retry gets a fresh context
-                if attempt == 1:
-                    raise InfraError(f"reset failed twice: {type(error).__name__}: {error}") from error
-                if not self.session.is_alive():  # a shared browser is relaunched only when dead
-                    self.session.relaunch()
+        # one budget and one watchdog for every browser call of the reset, retry included: a reset
+        # that cannot finish ends within the limit + grace (+ KILL_AFTER_S), as an InfraError
+        deadline = Deadline(self.config.safety.step_timeout_s + self.config.browser.load_timeout_s)
+        watchdog = BrowserWatchdog(None, deadline.seconds + step_watchdog.WATCHDOG_GRACE_S, session=self.session)
+        failure: Optional[Exception] = None
+        with watchdog:
+            for attempt in range(2):  # one relaunch if the browser is dead or dies during reset
+                try:
+                    (obs, info), failure = self._start_episode(task, deadline, watchdog), None
+                    break
+                except (PlaywrightError, InfraError, PageUnresponsive, StepTimeLimit) as error:
+                    failure = error
+                    self._close_episode(clean=False)  # the retry gets a fresh context
+                    if watchdog.fired or deadline.remaining() < 1.0:
+                        break  # a retry could only overrun the reset's limit
+                    if not self.session.is_alive():  # a shared browser is relaunched only when dead
+                        self.session.relaunch()
+        if failure is not None:
+            if not self.session.is_alive():  # killed by the watchdog, or crashed: the next reset gets one
+                self.session.relaunch()
+            raise InfraError(f"reset failed{' (the reset watchdog ended it)' * watchdog.fired}: "
+                             f"{type(failure).__name__}: {failure}") from failure
         self._episode.env_time_s = time.perf_counter() - started
         self.last_timings = {"reset_s": self._episode.env_time_s}
         return obs, info
@@ -158,7 +170,7 @@ class WebEnv(gymnasium.Env):
         deadline = Deadline(self.config.safety.step_timeout_s)
         steps = max(skill_step_count(parsed, self.skills), tool_step_count(parsed, self.tools))
         budget_s = deadline.seconds * steps  # a skill or macro tool: one step time per step it runs
-        watchdog = BrowserWatchdog(episode.context, budget_s + step_watchdog.WATCHDOG_GRACE_S)
+        watchdog = BrowserWatchdog(episode.context, budget_s + step_watchdog.WATCHDOG_GRACE_S, session=self.session)
         try:
             with watchdog:
                 obs, info, terminated, reward = self._act_and_observe(episode, parsed, deadline)
@@ -184,7 +196,8 @@ class WebEnv(gymnasium.Env):
 
     def close(self) -> None:
         self._close_episode()
-        self._contexts.close()
+        with BrowserWatchdog(None, step_watchdog.WATCHDOG_GRACE_S, session=self.session):
+            self._contexts.close()
         if self._owns_session:
             self.session.close()
         super().close()
@@ -210,7 +223,7 @@ class WebEnv(gymnasium.Env):
             raise ValueError("WebEnv.reset needs options={'task': task} or a `tasks` source")
         return as_task(self.tasks.sample(self.np_random))
 
-    def _start_episode(self, task: Task):
+    def _start_episode(self, task: Task, deadline: Deadline, watchdog: BrowserWatchdog):
         self._close_episode()
         task.prepare()
         allowlist = DomainAllowlist(task.spec.allowed_domains)
@@ -234,9 +247,8 @@ class WebEnv(gymnasium.Env):
                           max_steps=self.config.max_steps or task.spec.max_steps, recording=recording,
                           pooled=pooled)
         self._episode = episode
-        deadline = Deadline(self.config.safety.step_timeout_s + self.config.browser.load_timeout_s)
-        with BrowserWatchdog(context, deadline.seconds + step_watchdog.WATCHDOG_GRACE_S):
-            return self._open_entry(episode, task, deadline, kept_page)
+        watchdog.watch(context)  # from now on an overrun first closes this context
+        return self._open_entry(episode, task, deadline, kept_page)
 
     def _open_entry(self, episode: Episode, task: Task, deadline: Deadline, kept_page: Any = None):
         """Open the task's entry page in the episode's first tab (`kept_page`: a reused context's
@@ -370,18 +382,20 @@ class WebEnv(gymnasium.Env):
         if episode is None:
             return
         episode.done = True
-        try:  # a page stuck in a script can hang teardown's browser calls: the watchdog bounds them
-            with BrowserWatchdog(episode.context, step_watchdog.WATCHDOG_GRACE_S):
+        # a page stuck in a script can hang teardown's browser calls and the context close: the
+        # watchdog bounds them (closing the context, then killing the browser if even that hangs)
+        with BrowserWatchdog(episode.context, step_watchdog.WATCHDOG_GRACE_S, session=self.session) as watchdog:
+            try:
                 episode.task.teardown(episode.tabs.page if episode.tabs.pages else None)
-        except Exception:  # teardown must not keep a dead context alive
-            clean = False
-        if episode.pooled:
-            self._contexts.release(clean)
-            return
-        try:
-            episode.context.close()
-        except Exception:  # browser already gone
-            pass
+            except Exception:  # teardown must not keep a dead context alive
+                clean = False
+            if episode.pooled:
+                self._contexts.release(clean and not watchdog.fired)
+                return
+            try:
+                episode.context.close()
+            except Exception:  # browser already gone
+                pass
 
 
 def _parse(action: Any) -> Union[Action, ParseError]:

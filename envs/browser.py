@@ -77,6 +77,9 @@ class BrowserConfig:
     flags are its owner's business, so `executable_path`, `extra_args` and `headless=False`
     are refused with it (see `webrl.envs.remote_browser` for what that means for the network
     policy)."""
+    connect_api_key_env: str = "WEBRL_BROWSER_API_KEY"
+    """Environment variable holding the remote browser server's key, read at each connect and
+    sent as `Authorization: Bearer <key>` when set (`webrl browser-server` beyond loopback)."""
 
     def __post_init__(self) -> None:
         viewport_size(self.viewport)  # raises with the allowed values
@@ -263,10 +266,12 @@ class BrowserSession:
         timeout_s = CONNECT_TIMEOUT_S if self.connect_timeout_s is None else self.connect_timeout_s
         assert self._playwright is not None
         chromium = self._playwright.chromium
+        key = os.environ.get(self.config.connect_api_key_env, "") if self.config.connect_api_key_env else ""
+        headers = {"Authorization": f"Bearer {key}"} if key else None
         try:
             if remote_connect_kind(url) == "cdp":
-                return chromium.connect_over_cdp(url, timeout=timeout_s * 1000)
-            return chromium.connect(url, timeout=timeout_s * 1000)
+                return chromium.connect_over_cdp(url, timeout=timeout_s * 1000, headers=headers)
+            return chromium.connect(url, timeout=timeout_s * 1000, headers=headers)
         except PlaywrightError as error:
             first_line = (str(error).strip().splitlines() or [""])[0][:300]
             raise InfraError(f"could not reach the remote browser at BrowserConfig.connect_url={url!r} "

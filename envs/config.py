@@ -142,6 +142,9 @@ class EnvWorkerConfig:
     """Drive a browser running elsewhere instead of launching one: "" = launch here;
     "ws://host:port/path" = a Playwright browser server; "http://host:port" = a Chromium DevTools
     endpoint (`BrowserConfig.connect_url`, `webrl.envs.remote_browser`)."""
+    connect_api_key_env: str = BrowserConfig.connect_api_key_env
+    """Environment variable (on the workers' machines) holding the key of a `webrl browser-server`
+    beyond loopback, sent as `Authorization: Bearer <key>` when set; the key never goes in a config."""
     load_timeout_s: float = BrowserConfig.load_timeout_s
     """Cap for one navigation (goto / back / forward) to reach DOMContentLoaded."""
     step_timeout_s: float = SafetyConfig.step_timeout_s
@@ -191,7 +194,8 @@ class EnvWorkerConfig:
         """The `WebEnvConfig` of every slot (a fresh one per call)."""
         return WebEnvConfig(
             browser=BrowserConfig(executable_path=self.executable_path, headless=self.headless, viewport=self.viewport,
-                                  connect_url=self.connect_url, load_timeout_s=self.load_timeout_s),
+                                  connect_url=self.connect_url, connect_api_key_env=self.connect_api_key_env,
+                                  load_timeout_s=self.load_timeout_s),
             observation=ObservationConfig(discovery=self.discovery),
             safety=SafetyConfig(step_timeout_s=self.step_timeout_s, episode_timeout_s=self.episode_timeout_s,
                                 dialog_policy=self.dialog_policy, subresource_policy=self.subresource_policy,

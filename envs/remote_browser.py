@@ -32,6 +32,14 @@ machine's name resolution, before anything is fetched. What changes:
   (`CHROMIUM_FLAGS`, the popup blocker kept on), so pages render and elements are found alike;
   a browser fleet started some other way should do the same.
 
+No open door: Playwright's server has no authentication of its own (and tells its WebSocket path to
+anyone who asks `GET /json`), and the guards above run in the worker that connects, so another
+client that reaches the server drives a Chromium inside the cluster's network unguarded. With a
+key (`api_key` here, the variable `BrowserServerConfig.api_key_env` names for the CLI), Playwright
+listens on 127.0.0.1 only and `webrl.envs.browser_gate.KeyGate` on the address asked for, admitting
+only clients that send `Authorization: Bearer <key>` (workers read it from the variable
+`env.connect_api_key_env` names). Binding anything but loopback without a key is refused.
+
 Departure from the issue's wording: "replaced" means reconnected; starting the remote browser
 again is the fleet's job (a restarted pod on the same address), not the worker's.
 """
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -47,9 +56,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 from typing import IO, Optional
+from urllib.parse import urlsplit
 
 from webrl.config import ConfigError
 from webrl.envs.browser import CHROMIUM_FLAGS, DEBIAN_CHROMIUM
+from webrl.envs.browser_gate import KeyGate
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Addresses a browser server may bind without a key (the rule of `webrl serve`'s weight routes)."""
+MIN_KEY_CHARS = 16
+"""Shortest key accepted; `python -c 'import secrets; print(secrets.token_urlsafe(32))'` makes one."""
 
 # Playwright's own launch switches that change layout or input emulation; a DevTools Chromium
 # started without them would lay pages out differently from a Playwright-launched one.
@@ -66,9 +82,11 @@ class RemoteBrowserProcess:
     """
 
     def __init__(self, process: subprocess.Popen, endpoint: str, port: int, log_path: str,
-                 cleanup_dir: str = ""):
+                 cleanup_dir: str = "", gate: Optional[KeyGate] = None):
         self.process, self.endpoint, self.port, self.log_path = process, endpoint, port, log_path
         self._cleanup_dir = cleanup_dir
+        self.gate = gate
+        """The key check clients reach the server through (None: Playwright listens itself)."""
 
     @property
     def pid(self) -> int:
@@ -79,11 +97,15 @@ class RemoteBrowserProcess:
 
     def kill(self) -> None:
         """SIGKILL the whole group (server and its Chromium), as a crashed browser pod."""
+        if self.gate is not None:
+            self.gate.close()
         self._signal(signal.SIGKILL)
         self.process.wait()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM the group, SIGKILL it after `timeout_s`; remove temporary files."""
+        if self.gate is not None:
+            self.gate.close()
         if self.running():
             self._signal(signal.SIGTERM)
             try:
@@ -118,9 +140,42 @@ def server_executable(configured: str = "") -> str:
 
 
 def start_browser_server(host: str = "127.0.0.1", port: int = 0, ws_path: str = "/webrl",
-                         executable_path: str = "", startup_timeout_s: float = 60.0) -> RemoteBrowserProcess:
+                         executable_path: str = "", startup_timeout_s: float = 60.0,
+                         api_key: str = "") -> RemoteBrowserProcess:
     """Run Playwright's `launch-server` (one Chromium, shared by every client) on `host:port`
-    (0 = a free port) and return once it listens; endpoint = "ws://host:port<ws_path>"."""
+    (0 = a free port) and return once it listens; endpoint = "ws://host:port<ws_path>".
+
+    With `api_key`, Playwright listens on 127.0.0.1 at a random port and path and a `KeyGate` on
+    `host:port` admits only clients sending `Authorization: Bearer <api_key>` (module docstring).
+    A `host` outside LOOPBACK_HOSTS without a key raises ValueError before anything starts."""
+    check_server_key(host, api_key, "start_browser_server(api_key=...)")
+    if not api_key:
+        return _launch_server(host, port, ws_path, executable_path, startup_timeout_s)
+    upstream = _launch_server("127.0.0.1", 0, f"/{secrets.token_urlsafe(24)}", executable_path, startup_timeout_s)
+    try:
+        gate = KeyGate(host, port, ws_path, api_key, upstream.port, urlsplit(upstream.endpoint).path).start()
+    except BaseException:
+        upstream.stop()
+        raise
+    url_host = f"[{host}]" if ":" in host else host
+    upstream.endpoint, upstream.port, upstream.gate = f"ws://{url_host}:{gate.port}{ws_path}", gate.port, gate
+    return upstream
+
+
+def check_server_key(host: str, api_key: str, key_name: str) -> None:
+    """Refuse a bind beyond loopback without a key, and a key too short to be one (ValueError
+    naming `key_name`, the setting that supplies the key)."""
+    if api_key and len(api_key) < MIN_KEY_CHARS:
+        raise ValueError(f"{key_name}: the browser server's key has {len(api_key)} characters; use at least "
+                         f"{MIN_KEY_CHARS} (python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    if host not in LOOPBACK_HOSTS and not api_key:
+        raise ValueError(f"{key_name}: a browser server on host={host!r} (not loopback) needs a key, or any "
+                         f"client that reaches it drives a Chromium inside this network with no guard; "
+                         f"set one, or bind 127.0.0.1")
+
+
+def _launch_server(host: str, port: int, ws_path: str, executable_path: str,
+                   startup_timeout_s: float) -> RemoteBrowserProcess:
     from playwright._impl._driver import compute_driver_executable  # private, stable since 1.x
 
     node, cli = compute_driver_executable()
@@ -223,14 +278,19 @@ class BrowserServerConfig:
     """`webrl browser-server`: one Playwright browser server for remote EnvWorkers."""
 
     host: str = "127.0.0.1"
-    """Address to listen on; "0.0.0.0" to serve other machines (the server has no
-    authentication: expose it only inside the cluster's network)."""
+    """Address to listen on; "0.0.0.0" to serve other machines. Anything but 127.0.0.1,
+    localhost or ::1 needs a key (`api_key_env`)."""
     port: int = 3000
     """TCP port; 0 = any free one (printed)."""
     ws_path: str = "/webrl"
     """WebSocket path of the endpoint; workers set env.connect_url=ws://<host>:<port><ws_path>."""
     executable_path: str = ""
     """Chromium binary; "" = $WEBRL_CHROMIUM, else /usr/bin/chromium, else Playwright's own."""
+    api_key_env: str = "WEBRL_BROWSER_API_KEY"
+    """Environment variable holding the server's key (at least 16 characters); when it is set,
+    only clients sending `Authorization: Bearer <key>` are served (workers read it from the
+    variable env.connect_api_key_env names). Required beyond loopback. The key itself never goes
+    in a config."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
@@ -239,12 +299,27 @@ class BrowserServerConfig:
             raise ConfigError(f"BrowserServerConfig.ws_path must start with '/', got {self.ws_path!r}")
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"BrowserServerConfig.host must be an address such as '127.0.0.1', got {self.host!r}")
+        if not isinstance(self.api_key_env, str):
+            raise ConfigError(f"BrowserServerConfig.api_key_env must be a variable name, got {self.api_key_env!r}")
+        try:
+            check_server_key(self.host, self.api_key(), f"BrowserServerConfig.api_key_env={self.api_key_env!r}")
+        except ValueError as error:
+            hint = (f" (export {self.api_key_env}=$(python -c 'import secrets; print(secrets.token_urlsafe(32))') "
+                    "here and where the workers run)") if self.api_key_env else " (name a variable holding the key)"
+            raise ConfigError(f"{error}{hint}") from None
+
+    def api_key(self) -> str:
+        """The key from the variable `api_key_env` names ("" when unset or unnamed)."""
+        return os.environ.get(self.api_key_env, "") if self.api_key_env else ""
 
 
 def main(config: BrowserServerConfig) -> int:
     """Start the server, print its endpoint, serve until interrupted (Ctrl-C / SIGTERM)."""
-    server = start_browser_server(config.host, config.port, config.ws_path, config.executable_path)
-    print(f"browser server listening: env.connect_url={server.endpoint}", flush=True)
+    key = config.api_key()
+    server = start_browser_server(config.host, config.port, config.ws_path, config.executable_path, api_key=key)
+    keyed = (f" env.connect_api_key_env={config.api_key_env} (workers need ${config.api_key_env} set)" if key
+             else " (no key: loopback only)")
+    print(f"browser server listening: env.connect_url={server.endpoint}{keyed}", flush=True)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         while server.running():
@@ -265,6 +340,7 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description=BrowserServerConfig.__doc__)
-    for name, default in (("host", "127.0.0.1"), ("port", 3000), ("ws_path", "/webrl"), ("executable_path", "")):
+    for name, default in (("host", "127.0.0.1"), ("port", 3000), ("ws_path", "/webrl"), ("executable_path", ""),
+                          ("api_key_env", "WEBRL_BROWSER_API_KEY")):
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     raise SystemExit(main(BrowserServerConfig(**vars(parser.parse_args()))))

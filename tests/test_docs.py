@@ -56,8 +56,8 @@ EXPENSIVE: dict[str, list[str]] = {
     "python -m playwright install": ["tests/envs/test_browser.py"],
     "pip install": ["tests/test_packaging.py::test_wheel_ships_templates_prompts_and_scripts"],
 }
-PLUMBING = {"mkdir", "cat", "cp", "cd"}
-"""Shell file handling between documented commands: nothing of webrl's to check."""
+PLUMBING = {"mkdir", "cat", "cp", "cd", "export", "openssl"}
+"""Shell plumbing between documented commands (files, variables, a random key): nothing of webrl's to check."""
 RUN_IN_PROCESS = {"config", "plan"}
 PLACEHOLDER_PATH = re.compile(r"no \S+ there|does not exist|[Nn]o such file|not found")
 """Errors about a file a documented placeholder path names (only what it names is then unchecked)."""

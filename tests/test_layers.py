@@ -10,7 +10,7 @@ PACKAGES = {"webrl": ROOT / "webrl", "webrl.envs": ROOT / "envs", "webrl.algos":
 LAYERS = [
     {"webrl", "webrl.config", "webrl.actions", "webrl.types"},
     {"webrl.kernels"}, {"webrl.algos"}, {"webrl.envs"}, {"webrl.models"}, {"webrl.chat"},
-    {"webrl.reward"}, {"webrl.policy"}, {"webrl.datasets"}, {"webrl.learner"}, {"webrl.rollout"},
+    {"webrl.reward"}, {"webrl.policy", "webrl.engines"}, {"webrl.datasets"}, {"webrl.learner"}, {"webrl.rollout"},
     {"webrl.skills", "webrl.synth"}, {"webrl.recipes"}, {"webrl.serve"}, {"webrl.evaluation"},
     {"webrl.run"}, {"webrl.cli"},
 ]

@@ -23,6 +23,11 @@ BROKEN = {
     "_kl_needs_a_reference": (["learner.loss.kl_mode=reward", "learner.loss.kl_coef=0.1"],
                               r"with learner.reference=none there is no reference"),
     "_balanced_needs_enabled": (["rollout.balanced.max_group=8"], r"rollout.balanced.enabled is false"),
+    "_dynamic_sampling_needs_filtering": (["learner.advantage.filter_zero_variance=false",
+                                           "rollout.dynamic_sampling.enabled=true"],
+                                          r"filter_zero_variance=false trains on every group, so there is no filtered"),
+    "_dynamic_sampling_needs_enabled": (["rollout.dynamic_sampling.enabled=false", "rollout.dynamic_sampling.max_rounds=3"],
+                                        r"rollout.dynamic_sampling.enabled is false"),
     "_direct_fraction_needs_reasoning": (["trainer.stages=[sft,rl]", "sft.direct_fraction=0.5"],
                                          r"sft.direct_fraction=0.5 has no effect"),
     "_judge_needs_a_model": (["reward.kind=judge", "reward.base_url=http://127.0.0.1:9/v1"],
@@ -133,7 +138,8 @@ def test_explain_prints_a_section_its_rules_a_fixed_and_an_old_key(capsys):
     out = capsys.readouterr().out
     assert out.startswith("learner.advantage.estimator (str, default 'grpo')")
     assert "learner.advantage.filter_zero_variance (bool, default True)" in out
-    assert "rules (1, webrl.run.rules):" in out and "GRPO learner.advantage and learner.step" in out
+    assert "rules (2, webrl.run.rules):" in out and "GRPO learner.advantage and learner.step" in out
+    assert "dynamic sampling refills groups the GRPO filter drops" in out  # filter_zero_variance's rule
     assert main(["config", "--explain", "rollout.server.port"]) == 0
     assert "rollout.server.port: not a run setting: fixed at 0 in runs" in capsys.readouterr().out
     assert main(["config", "--explain", "run.wandb_project"]) == 0

@@ -350,8 +350,11 @@ def test_the_loop_collects_scores_credits_updates_syncs_and_checkpoints_without_
     assert [len(u) for u in learner.updates] == [8, 8]
     assert sorted(round(s.advantage, 5) for s in learner.updates[0]) == [round(-adv, 5)] * 2 + [round(adv, 5)] * 6
     assert actors.synced == [1, 2]  # after each update, the new version
-    assert learner.saved == [("step-00000002", {"iteration": 2, "model_path": learner.run.model_path,
-                                                "success_estimates": SuccessEstimates().state_dict()})]
+    # dynamic sampling (on by default) keeps success estimates: 2 iterations x 2 groups of [1, 0]
+    ((name, extra),) = learner.saved
+    assert name == "step-00000002" and extra["iteration"] == 2 and extra["model_path"] == learner.run.model_path
+    counts = extra["success_estimates"]["counts"].values()
+    assert [sum(c[0] for c in counts), sum(c[1] for c in counts)] == [4.0, 4.0]
     assert (tmp_path / "checkpoints" / "step-00000002" / "hf" / "webrl_prompt.json").exists()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if "iteration" in r and "stage" not in r]
@@ -377,8 +380,8 @@ def test_balanced_rollout_plans_group_sizes_and_keeps_its_estimates_in_checkpoin
     calls = []
     collect = RolloutCoordinator.collect
 
-    def recording_collect(self, tasks, iteration=0, group_sizes=None):
-        out = collect(self, tasks, iteration, group_sizes)
+    def recording_collect(self, tasks, iteration=0, group_sizes=None, first_group=0):
+        out = collect(self, tasks, iteration, group_sizes, first_group)
         calls.append(([t.spec.id for t in tasks], list(group_sizes), out[0]))
         return out
 

@@ -34,6 +34,7 @@ def test_every_flat_setting_reaches_the_web_env_config():
     """Set each field to something else (one at a time) and find it in WebEnvConfig: a field added
     to EnvWorkerConfig but not passed on fails here."""
     strings = {"executable_path": "/opt/chromium", "viewport": "small", "connect_url": "ws://127.0.0.1:9/x",
+               "connect_api_key_env": "MY_BROWSER_KEY",
                "dialog_policy": "dismiss", "subresource_policy": "any", "discovery": "selectors",
                "skills_dir": "skills/", "tools": "task"}
     base = dataclasses.asdict(WebEnvConfig())

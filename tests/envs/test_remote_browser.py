@@ -124,11 +124,13 @@ def test_remote_browser_sees_what_a_local_one_sees(remote_endpoint, browser_sess
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_killed_server_gives_infra_error_then_reconnects(fixture_server, monkeypatch):
+@pytest.mark.parametrize("api_key", ["", "a-test-key-of-32-characters-long"])  # keyed: behind its KeyGate
+def test_killed_server_gives_infra_error_then_reconnects(fixture_server, monkeypatch, api_key):
     from webrl.envs import browser
 
     monkeypatch.setattr(browser, "CONNECT_TIMEOUT_S", 5.0)
-    server = start_browser_server(port=_free_port())
+    monkeypatch.setenv("WEBRL_BROWSER_API_KEY", api_key)  # what the worker sends ("" = nothing)
+    server = start_browser_server(port=_free_port(), api_key=api_key)
     worker = EnvWorker(EnvWorkerConfig(num_slots=1, viewport="cpu", connect_url=server.endpoint, step_timeout_s=10.0))
     try:
         started = worker.reset(0, options={"task": spec(fixture_server)})
@@ -145,7 +147,7 @@ def test_killed_server_gives_infra_error_then_reconnects(fixture_server, monkeyp
         assert down.truncated and down.info["infra_error"].startswith("reset_failed")
         assert server.endpoint in down.info["infra_error"]
 
-        server = start_browser_server(port=server.port)  # the pod comes back on the same address
+        server = start_browser_server(port=server.port, api_key=api_key)  # the pod is back on the same address
         again = worker.reset(0, options={"task": spec(fixture_server)})
         assert not again.truncated and worker.ping() and worker.session.generation == generation + 1
         step = worker.step(0, f"click({element_id(again.info, 'btn')})")

@@ -10,6 +10,7 @@ from webrl.envs.webarena import load_webarena_tasks, read_split, site_hosts
 from webrl.envs.webarena_eval import (clean_answer, evaluate, exact_match, must_include, string_match,
                                       url_match)
 from webrl.reward.backends import ScriptedBackend
+from webrl.run.tasks import ChatJudge
 
 PAGES = {
     "index.html": "<title>One Stop Market</title><h1>One Stop Market</h1>",
@@ -53,24 +54,24 @@ def test_string_match_exact_and_must_include_in_any_order():
 def test_fuzzy_match_asks_the_judge_with_webarenas_prompt_and_reads_its_verdict():
     evaluation = _string(fuzzy_match=["two cats", "one dog"])
     replies = iter(["Correct.", "The answer is partially correct"])
-    judge = ScriptedBackend(lambda messages: next(replies))
+    backend = ScriptedBackend(lambda messages: next(replies))
     # first reference "correct" -> 1, second "partially correct" -> 0: product 0
-    assert string_match(evaluation, "What pets?", "2 cats", judge) == 0.0
-    system, user = judge.calls[0]
+    assert string_match(evaluation, "What pets?", "2 cats", ChatJudge(backend)) == 0.0
+    system, user = backend.calls[0]
     assert system.content == ("You are a helpful assistant",)
     assert "question: What pets?\nreference answer: two cats\n" in user.content[0]
     assert "student answer: 2 cats\nConclude the judgement by correct/incorrect/partially correct." in user.content[0]
-    assert string_match(evaluation, "q", "x", ScriptedBackend(lambda m: "correct")) == 1.0  # 1 * 1
+    assert string_match(evaluation, "q", "x", ChatJudge(ScriptedBackend(lambda m: "correct"))) == 1.0  # 1 * 1
 
 
 def test_fuzzy_na_is_an_exact_match_then_the_judge_compares_the_reason():
     evaluation = {**_string(fuzzy_match="N/A"), "string_note": "the product does not exist"}
-    never = ScriptedBackend(lambda m: AssertionError("judge asked"))
+    never = ChatJudge(ScriptedBackend(lambda m: AssertionError("judge asked")))
     assert string_match(evaluation, "q", "n/a", never) == 1.0  # exact "N/A": no judge call
     same = ScriptedBackend(lambda m: "same")
-    assert string_match(evaluation, "q", "It is not sold here", same) == 1.0
+    assert string_match(evaluation, "q", "It is not sold here", ChatJudge(same)) == 1.0
     assert "actual unachievable reason: the product does not exist" in same.calls[0][1].content[0]
-    assert string_match(evaluation, "q", "I could not log in", ScriptedBackend(lambda m: "different")) == 0.0
+    assert string_match(evaluation, "q", "I could not log in", ChatJudge(ScriptedBackend(lambda m: "different"))) == 0.0
 
 
 def test_without_a_judge_fuzzy_is_undecided_unless_another_check_already_failed():
@@ -185,7 +186,7 @@ def test_each_evaluator_type_on_the_stand_in_site(tmp_path, shop, page):
     assert tasks[0].reward(page, None).value == 0.0  # stop(): the empty answer
     assert tasks[1].reward(page, "Tax included, $36.99").value == 1.0  # any order
     assert tasks[2].reward(page, "$36.99").value is None  # fuzzy without a judge: left to the run's judge
-    tasks[2].judge = ScriptedBackend(lambda m: "correct")
+    tasks[2].judge = ChatJudge(ScriptedBackend(lambda m: "correct"))
     assert tasks[2].reward(page, "$36.99").value == 1.0
     page.goto(shop.url("search.html?sort=1&q=shoe"))
     result = tasks[3].reward(page, None)

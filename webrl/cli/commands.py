@@ -145,7 +145,8 @@ COMMANDS: dict[str, Command] = {
     "browser-server": Command(
         "run a Playwright browser server (Chromium with webrl's flags) that env workers join with env.connect_url",
         "webrl.envs.remote_browser:BrowserServerConfig", "webrl.envs.remote_browser:main",
-        "webrl browser-server port=3000", keys=("host", "port", "ws_path", "executable_path"), preset_files=False),
+        "webrl browser-server port=3000", keys=("host", "port", "ws_path", "executable_path", "api_key_env"),
+        preset_files=False),
     "heads-train": Command(
         "train decision heads on logged steps with the generator frozen",
         "webrl.policy.cascade.train:heads_train_parser", "webrl.policy.cascade.train:heads_train_main",

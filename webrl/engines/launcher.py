@@ -351,6 +351,20 @@ class InferenceServer:
                                     f"{self.process.describe()}")
 
 
+def bundle_strategy(placement_group: Any, bundle_index: int) -> dict[str, Any]:
+    """Actor options that pin an actor to one bundle (none without a placement group)."""
+    if placement_group is None:
+        return {}
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    if not 0 <= bundle_index < placement_group.bundle_count:
+        raise ValueError(f"bundle index {bundle_index} is outside the placement group's "
+                         f"{placement_group.bundle_count} bundles (check bundle_offset)")
+    return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
+        placement_group, placement_group_bundle_index=bundle_index,
+        placement_group_capture_child_tasks=True)}
+
+
 def start_server_actors(config: Any, model_path: str, log_root: str | Path, placement_group: Any = None,
                         bundle_offset: int = 0, image_pixels: tuple[int, int] = (0, 0),
                         hidden_states: bool = False, deterministic: bool = False, max_images: int = 8,
@@ -360,8 +374,6 @@ def start_server_actors(config: Any, model_path: str, log_root: str | Path, plac
     when one is given) with the run's `server_flags`; returns (actors, their URLs) once all are
     healthy."""
     import ray
-
-    from webrl.rollout.placement import bundle_strategy
 
     actor_class = ray.remote(InferenceServerActor)
     options: dict[str, Any] = {"num_cpus": config.cpus_per_server, "max_concurrency": 4}

@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional, Sequence
 from webrl.policy.seeds import derive_seed
 from webrl.policy.types import PolicyRequest
 from webrl.rollout.balanced import BalancedRolloutConfig
+from webrl.rollout.dynamic_sampling import DynamicSamplingConfig
 from webrl.rollout.episode import Decide, Episode, EpisodeInfraError, EpisodeSpec, run_episode_async
 from webrl.rollout.slots import slot_env_call
 from webrl.rollout.progress import LOG_IMAGES, log_fraction
@@ -126,6 +127,9 @@ class RolloutConfig:
     """Orchard's Balanced Adaptive Rollout (sync mode): which drawn tasks run and how many of the
     iteration's tasks x group_size rollouts each gets, from per-family success estimates
     (`webrl.rollout.balanced`). Off by default."""
+    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    """DAPO's dynamic sampling (sync GRPO): extra rounds of tasks until the batch holds
+    target_groups groups with a reward difference (`webrl.rollout.dynamic_sampling`)."""
 
     def __post_init__(self) -> None:
         if self.balanced.enabled and self.mode != "sync":
@@ -264,14 +268,16 @@ class RolloutCoordinator:
         self._next_inference = itertools.cycle(range(len(self.inference)))
 
     # -- one call per batch ----------------------------------------------------------------
-    def collect(self, tasks: Sequence[Any], iteration: int = 0, group_sizes: Optional[Sequence[int]] = None
-                ) -> tuple[list[Trajectory], RolloutStats]:
+    def collect(self, tasks: Sequence[Any], iteration: int = 0, group_sizes: Optional[Sequence[int]] = None,
+                first_group: int = 0) -> tuple[list[Trajectory], RolloutStats]:
         """G trajectories for every task (or group_sizes[i] for task i); returns them grouped in
-        task order, plus stats."""
-        return run_coroutine(self.collect_async(tasks, iteration, group_sizes))
+        task order, plus stats. Task i's group id is "{iteration}:{first_group + i}:{task id}"
+        (a later collection of the same iteration, e.g. a dynamic-sampling round, numbers on)."""
+        return run_coroutine(self.collect_async(tasks, iteration, group_sizes, first_group))
 
     async def collect_async(self, tasks: Sequence[Any], iteration: int = 0,
-                            group_sizes: Optional[Sequence[int]] = None) -> tuple[list[Trajectory], RolloutStats]:
+                            group_sizes: Optional[Sequence[int]] = None,
+                            first_group: int = 0) -> tuple[list[Trajectory], RolloutStats]:
         sizes = [self.config.group_size] * len(tasks) if group_sizes is None else [int(n) for n in group_sizes]
         if len(sizes) != len(tasks) or any(n < 1 for n in sizes):
             raise ValueError(f"collect needs one group size >= 1 per task, got {list(sizes)} for {len(tasks)} tasks")
@@ -279,8 +285,8 @@ class RolloutCoordinator:
         slots = self.slot_queue()
         max_turns = self.config.horizon(iteration)
         total = sum(sizes)
-        groups = await asyncio.gather(*(self.run_group(task, f"{iteration}:{i}:{task.spec.id}", max_turns, slots,
-                                                       stats, total, start, size)
+        groups = await asyncio.gather(*(self.run_group(task, f"{iteration}:{first_group + i}:{task.spec.id}", max_turns,
+                                                       slots, stats, total, start, size)
                                         for i, (task, size) in enumerate(zip(tasks, sizes))))
         stats.wall_s = time.monotonic() - start
         return [traj for group in groups for traj in group], stats

@@ -18,21 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from webrl.engines.launcher import bundle_strategy
 from webrl.rollout.inference import InferenceActor, InferenceConfig
-
-
-def bundle_strategy(placement_group: Any, bundle_index: int) -> dict[str, Any]:
-    """Actor options that pin an actor to one bundle (none without a placement group)."""
-    if placement_group is None:
-        return {}
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    if not 0 <= bundle_index < placement_group.bundle_count:
-        raise ValueError(f"bundle index {bundle_index} is outside the placement group's "
-                         f"{placement_group.bundle_count} bundles (check bundle_offset)")
-    return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
-        placement_group, placement_group_bundle_index=bundle_index,
-        placement_group_capture_child_tasks=True)}
 
 
 def start_env_workers(env_config: Any, num_workers: int, *, cpus_per_worker: float = 1.0, tasks: Any = None,

@@ -27,14 +27,14 @@ from webrl.run.rules import check_rules
 
 STAGES = ("sft", "rl", "eval")
 TASK_SOURCES = ("sandbox", "miniwob", "file", "env")
-TASK_FILE_FORMATS = ("", "online_mind2web", "webvoyager", "deepshop", "synth")
+TASK_FILE_FORMATS = ("", "online_mind2web", "webvoyager", "deepshop", "synth", "webarena")
 
 
 @dataclass
 class TasksConfig:
     source: str = "sandbox"
     """Where tasks come from: sandbox (the project's local sites), miniwob (MiniWoB++ ids, local
-    HTML), file (a tasks file: Online-Mind2Web / WebVoyager / DeepShop, or `webrl synth`'s) or env (a
+    HTML), file (a tasks file: Online-Mind2Web / WebVoyager / DeepShop, WebArena's, or `webrl synth`'s) or env (a
     registered env name: `ray.tune.registry.register_env` or a Gymnasium id whose `tasks` is used)."""
     sites: list[str] = field(default_factory=lambda: ["widgets"])
     """Sandbox sites to train and evaluate on: any of shop, travel, wiki, widgets."""
@@ -53,8 +53,22 @@ class TasksConfig:
     """source=file: path of the tasks file (JSON array or JSONL)."""
     file_format: str = ""
     """source=file: online_mind2web | webvoyager | deepshop | synth (a `webrl synth` tasks.jsonl:
-    its checker scores a task where it has one, the run's judge otherwise); empty = guess from
-    the file (a live-web format)."""
+    its checker scores a task where it has one, the run's judge otherwise) | webarena (WebArena /
+    VisualWebArena task configs, scored by WebArena's evaluators: `webrl.envs.webarena`); empty =
+    guess from the file (a live-web format)."""
+    webarena_sites: dict = field(default_factory=dict)
+    """file_format=webarena: site placeholder -> base URL of your server, e.g. {shopping:
+    'http://127.0.0.1:7770', gitlab: 'http://127.0.0.1:8023'} (names: shopping, shopping_admin,
+    reddit, gitlab, wikipedia, map, homepage, classifieds). Their hosts are added to
+    env.network.local_sites unless that key is set."""
+    webarena_split: str = ""
+    """file_format=webarena: a file of the task ids to load (a JSON list or one id per line, or
+    WebArena-Lite's test_webarena_lite.raw.json, read by its old_task_id); empty = every task."""
+    webarena_auth_dir: str = ""
+    """file_format=webarena: folder of the storage-state files (WebArena's .auth/*_state.json,
+    written by its auto_login.py) the tasks log in with; empty = paths relative to tasks.file."""
+    webarena_skip_reset: bool = False
+    """file_format=webarena: leave out tasks marked require_reset (webrl does not reset your sites)."""
     env_id: str = ""
     """source=env: the registered env name; its creator must return an env with a `tasks` source."""
     env_config: dict = field(default_factory=dict)
@@ -86,6 +100,23 @@ class TasksConfig:
                               f"{self.source!r}); set tasks.source=file or leave them empty")
         if self.kinds:
             self._check_kinds()
+        self._check_webarena()
+
+    def _check_webarena(self) -> None:
+        keys = {"webarena_sites": self.webarena_sites, "webarena_split": self.webarena_split,
+                "webarena_auth_dir": self.webarena_auth_dir, "webarena_skip_reset": self.webarena_skip_reset}
+        if self.file_format != "webarena":
+            stray = [k for k, v in keys.items() if v]
+            if stray:
+                raise ConfigError(f"tasks.{stray[0]} applies to tasks.file_format=webarena only (file_format is "
+                                  f"{self.file_format!r})")
+            return
+        from webrl.envs.webarena import normalise_sites
+
+        try:
+            normalise_sites(self.webarena_sites)
+        except ValueError as err:
+            raise ConfigError(f"tasks.webarena_sites: {err}") from None
 
     def _check_kinds(self) -> None:
         if self.source != "sandbox":
@@ -343,14 +374,25 @@ class WebRLConfig:
         sandbox's allowlist policy and programmatic checker would abort every CDN request and
         leave every trajectory unscored."""
         tasks, out = merged["tasks"], []
+        if "rollout.dynamic_sampling.enabled" not in explicit and not dynamic_sampling_applies(merged):
+            out.append("rollout.dynamic_sampling.enabled=false")  # nothing filtered, or the async collector draws
         if (merged["run"]["deterministic"] and merged["rollout"]["engine"] == "transformers"
                 and "inference.max_batch_size" not in explicit):
             out.append("inference.max_batch_size=1")  # run.deterministic: one request per forward in process
         if tasks["source"] == "file" and tasks.get("file_format") != "synth":
             if "env.subresource_policy" not in explicit:
                 out.append("env.subresource_policy=public")
-            if "reward.kind" not in explicit:
-                out.append("reward.kind=recipe")
+            if "reward.kind" not in explicit and tasks.get("file_format") != "webarena":
+                out.append("reward.kind=recipe")  # WebArena tasks keep the checker: their own evaluators
+        if tasks.get("file_format") == "webarena" and "env.network.local_sites" not in explicit:
+            from webrl.envs.webarena import site_hosts
+
+            try:  # the user's WebArena servers are reachable
+                hosts = site_hosts(tasks.get("webarena_sites") or {})
+            except ValueError:  # TasksConfig refuses the mapping, naming the key
+                hosts = []
+            if hosts:
+                out.append(f"env.network.local_sites=[{','.join(hosts)}]")
         return out
 
     @staticmethod
@@ -366,6 +408,8 @@ class WebRLConfig:
             off["dyna"] = "dyna.every"
         if not rollout["balanced"]["enabled"]:
             off["rollout.balanced"] = "rollout.balanced.enabled"
+        if not rollout["dynamic_sampling"]["enabled"]:
+            off["rollout.dynamic_sampling"] = "rollout.dynamic_sampling.enabled"
         if rollout["engine"] == "transformers":
             off["rollout.server"] = "rollout.engine"
         else:
@@ -375,6 +419,15 @@ class WebRLConfig:
 
     def __post_init__(self) -> None:
         check_rules(self)  # the cross-section rules (webrl.run.rules)
+
+
+def dynamic_sampling_applies(merged: dict) -> bool:
+    """Whether dynamic sampling can act on a (merged, plain-dict) config: sync collection and GRPO
+    filtering zero-variance groups (PPO trains on every group; rollout.mode=async draws on the
+    collector's thread)."""
+    learner = merged["learner"]
+    filtering = learner["objective"] == "grpo" and (learner.get("advantage") or {}).get("filter_zero_variance", True)
+    return bool(filtering) and merged["rollout"]["mode"] == "sync"
 
 
 def weight_sync(config: "WebRLConfig") -> tuple[str, str]:

@@ -18,7 +18,8 @@ from typing import Any, Optional
 from webrl.evaluation.summary import before_after_table
 from webrl.run.trackers import before_after_rows, config_dict, open_trackers
 
-TABLE_KEYS = ("iteration", "reward/mean", "reward/success_rate", "success_rate", "filtered_groups", "samples",
+TABLE_KEYS = ("iteration", "reward/mean", "reward/success_rate", "success_rate", "trained_groups", "filtered_groups",
+              "dynamic_sampling/rounds", "samples",
               "loss", "kl", "entropy", "clip_fraction", "env_steps_per_s", "dropped", "staleness",
               "time_collect_s", "time_update_s")
 

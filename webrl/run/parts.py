@@ -60,7 +60,7 @@ def start_parts(config: WebRLConfig, actors: Any, model_path: str, run_dir: Path
     `rollout=False`: only what an evaluation needs (eval.endpoint served when one is set)."""
     cfg, res = config, config.resources
     reward_fn = build_reward(cfg.reward)
-    train_source, eval_source = task_sources(cfg.tasks, max_steps=cfg.rollout.max_turns)
+    train_source, eval_source = task_sources(cfg.tasks, max_steps=cfg.rollout.max_turns, reward=cfg.reward)
     slots = actors.start_env_workers()
     trajectory_log = TrajectoryLog(run_dir, sample=cfg.rollout.log_trajectories, seed=cfg.run.seed,
                                    images=cfg.rollout.log_images)

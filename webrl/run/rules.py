@@ -72,7 +72,8 @@ def _changed(section: object) -> bool:
 @rule("tasks.source", "tasks.file_format", "reward.kind",
       why="a live-web tasks file has no checker: programmatic rewards would drop every trajectory unscored")
 def _live_web_file_needs_a_judge(c: "WebRLConfig") -> Optional[str]:
-    if c.tasks.source == "file" and c.tasks.file_format != "synth" and c.reward.kind == "programmatic":
+    checked = c.tasks.file_format in ("synth", "webarena")  # these formats carry checkers
+    if c.tasks.source == "file" and not checked and c.reward.kind == "programmatic":
         return ("reward.kind=programmatic cannot score a live-web tasks file (tasks.source=file has no checker: "
                 "every trajectory would be dropped as no_checker); use reward.kind=recipe or judge with a judge "
                 "server (reward.base_url)")
@@ -201,6 +202,33 @@ def _balanced_needs_enabled(c: "WebRLConfig") -> Optional[str]:
     if not balanced.enabled and _changed(balanced):
         return (f"rollout.balanced={balanced!r} has no effect: rollout.balanced.enabled is false; set it true or "
                 f"leave the other rollout.balanced keys at their defaults")
+    return None
+
+
+@rule("rollout.dynamic_sampling.enabled", "learner.objective", "learner.advantage.filter_zero_variance", "rollout.mode",
+      why="dynamic sampling refills groups the GRPO filter drops in a sync iteration; elsewhere it would do nothing")
+def _dynamic_sampling_needs_filtering(c: "WebRLConfig") -> Optional[str]:
+    if not c.rollout.dynamic_sampling.enabled:
+        return None
+    if c.rollout.mode != "sync":
+        return ("rollout.dynamic_sampling.enabled=true has no effect with rollout.mode=async (the collector draws on "
+                "its own thread); set rollout.mode=sync or rollout.dynamic_sampling.enabled=false")
+    if c.learner.objective != "grpo" or not c.learner.advantage.filter_zero_variance:
+        why = ("learner.objective=ppo trains on every group" if c.learner.objective != "grpo"
+               else "learner.advantage.filter_zero_variance=false trains on every group")
+        return (f"rollout.dynamic_sampling.enabled=true has no effect: {why}, so there is no filtered group to "
+                f"refill; set learner.objective=grpo with learner.advantage.filter_zero_variance=true, or "
+                f"rollout.dynamic_sampling.enabled=false")
+    return None
+
+
+@rule("rollout.dynamic_sampling",
+      why="dynamic sampling's settings act only when rollout.dynamic_sampling.enabled is true")
+def _dynamic_sampling_needs_enabled(c: "WebRLConfig") -> Optional[str]:
+    sampling = c.rollout.dynamic_sampling
+    if not sampling.enabled and _changed(dataclasses.replace(sampling, enabled=True)):
+        return (f"rollout.dynamic_sampling={sampling!r} has no effect: rollout.dynamic_sampling.enabled is false; set "
+                f"it true or leave the other rollout.dynamic_sampling keys at their defaults")
     return None
 
 

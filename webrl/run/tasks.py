@@ -3,9 +3,11 @@
     sandbox   SandboxTaskSource, train split for training, `tasks.eval_split` for eval (test:
               unseen entities; train: fresh seeds over the training entities)
     miniwob   MiniWoBTaskSource over `tasks.miniwob` names (fresh seeds; eval draws other seeds)
-    file      a live-web tasks file (envs/loaders.py), or with `tasks.file_format=synth` the
-              tasks.jsonl of `webrl synth` (webrl.synth): both draw from it; eval takes the file's
-              first `tasks.eval_tasks` tasks in order, each once (a benchmark run, not a sample)
+    file      a live-web tasks file (envs/loaders.py), with `tasks.file_format=synth` the
+              tasks.jsonl of `webrl synth` (webrl.synth), or with `tasks.file_format=webarena`
+              WebArena task configs (envs/webarena.py, their own evaluators as checkers): all draw
+              from it; eval takes the file's first `tasks.eval_tasks` tasks in order, each once
+              (a benchmark run, not a sample)
     env       a registered env name (`ray.tune.registry.register_env` or a Gymnasium id): the
               env's own `tasks` source, for training and evaluation alike
 
@@ -42,8 +44,42 @@ def _env_task_source(env_id: str, env_config: dict) -> Any:
     return source
 
 
-def task_sources(tasks: TasksConfig, max_steps: int = 30) -> tuple[Any, Any]:
-    """(train source, eval source) for `tasks`; `max_steps` bounds live-web file tasks."""
+class ChatJudge:
+    """A picklable judge callable (system, user, max_tokens) -> reply text over a chat backend
+    (`webrl.reward.backends`) or an OpenAI endpoint config, whose client is built on first use
+    (in the env worker that scores the task) and never pickled."""
+
+    def __init__(self, backend: Any):
+        self.backend, self._client = backend, None
+
+    def __getstate__(self) -> dict:
+        return {"backend": self.backend, "_client": None}
+
+    def __call__(self, system: str, user: str, max_tokens: int) -> str:
+        from webrl.chat.messages import ChatMessage
+
+        if self._client is None:
+            if hasattr(self.backend, "chat"):
+                self._client = self.backend
+            else:
+                from webrl.reward.backends import OpenAIChatBackend
+
+                self._client = OpenAIChatBackend(self.backend)
+        messages = [ChatMessage("system", system), ChatMessage("user", user)]
+        return self._client.chat(messages, max_tokens=max_tokens, temperature=0.0).text
+
+
+def webarena_judge(reward: Any) -> Any:
+    """The judge endpoint WebArena tasks grade fuzzy_match answers with: the run's served judge
+    (`reward.base_url` and `reward.model`, kind judge or recipe), else None (see webrl.envs.webarena_eval)."""
+    if reward is None or reward.kind == "programmatic" or not (reward.base_url and reward.model):
+        return None
+    return ChatJudge(reward.openai_config())
+
+
+def task_sources(tasks: TasksConfig, max_steps: int = 30, reward: Any = None) -> tuple[Any, Any]:
+    """(train source, eval source) for `tasks`; `max_steps` bounds live-web file tasks; `reward`
+    (the run's `RewardConfig`) lends WebArena tasks its judge endpoint for fuzzy_match."""
     if tasks.source == "sandbox":
         from webrl.envs.sites.source import SandboxTaskSource, task_kinds
 
@@ -63,6 +99,15 @@ def task_sources(tasks: TasksConfig, max_steps: int = 30) -> tuple[Any, Any]:
         from webrl.synth import load_synth_tasks
 
         source = LiveWebTaskSource(load_synth_tasks(tasks.file))  # a fixed list: eval takes each once
+        return source, source
+    if tasks.source == "file" and tasks.file_format == "webarena":
+        from webrl.envs.loaders import LiveWebTaskSource
+        from webrl.envs.webarena import load_webarena_tasks
+
+        source = LiveWebTaskSource(load_webarena_tasks(
+            tasks.file, tasks.webarena_sites, split=tasks.webarena_split or None,
+            auth_dir=tasks.webarena_auth_dir or None, skip_reset=tasks.webarena_skip_reset,
+            max_steps=max_steps, judge=webarena_judge(reward)))
         return source, source
     if tasks.source == "file":
         from webrl.envs.loaders import LiveWebTaskSource, load_tasks

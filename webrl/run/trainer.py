@@ -2,7 +2,8 @@
 
     fit():   evaluate "before" -> [sft_stage] -> step() x trainer.iterations -> evaluate "after" -> table
     step():  draw tasks (balanced rollout: plan tasks and group sizes from success estimates)
-             -> collect G trajectories per task -> reward -> credit (trajectories -> samples;
+             -> collect G trajectories per task -> reward (dynamic sampling: more rounds until
+             the batch holds enough groups with a reward difference) -> credit (trajectories -> samples;
              on a Dyna-GRPO SimRollout iteration: refined responses on the plain prompts instead,
              or beside them with dyna.train_collected)
              -> learner.update -> sync weights (version += 1) -> log (-> evaluate every N)
@@ -12,13 +13,16 @@ The pieces it composes, each readable on its own: `RunActors` (Ray and every act
 judge), `webrl.learner.credit.trajectories_to_samples` (the pure advantage stage), `LearnerGroup`
 (DeepSpeed), `Evaluator` (held-out success and the per-task outcome log), `webrl.recipes.sft`;
 the iteration's own pieces (task draw, Dyna's SimRollout phase, collection metrics) are in
-`webrl.run.iteration`, the run folder's (initial model, resume checkpoint, viewer) in `webrl.run.folder`.
+`webrl.run.iteration`, its batch (collection and scoring, in rounds with dynamic sampling; so
+time_collect_s includes scoring) in `webrl.run.dynamic_sampling`, the run folder's (initial model,
+resume checkpoint, viewer) in `webrl.run.folder`.
 
 Everything lands in the run folder: `config.yaml`, `metrics.jsonl`, `tb/`, `trajectories/` (the
 viewer's log), `viewer/index.html`, `eval_outcomes.jsonl`, `checkpoints/step-N/` (with `hf/`,
 loadable by plain transformers). `run.resume=true` with `run.run_dir` continues from the newest
 checkpoint: learner state, policy version and iteration. Task draws of iteration i depend only
-on (seed, i), so a resumed or restored run draws what an uninterrupted one would (sync mode).
+on (seed, i) and the success estimates (balanced rollout, dynamic sampling's extra rounds), which
+checkpoints keep, so a resumed or restored run draws what an uninterrupted one would (sync mode).
 With `rollout.mode=async` an `AsyncCollector` keeps collecting while the learner updates (at
 most `rollout.max_staleness` versions behind) and draws on its own thread, so its draws do not
 replay on resume.
@@ -41,13 +45,14 @@ from webrl.evaluation.evaluator import drop_failure
 from webrl.evaluation.summary import paired_changes
 from webrl.learner.credit import trajectories_to_samples
 from webrl.recipes.sft import sft_stage
-from webrl.reward import reward_metrics, score_trajectories
-from webrl.rollout.balanced import SuccessEstimates, update_estimates
+from webrl.reward import reward_metrics
+from webrl.rollout.balanced import SuccessEstimates
 from webrl.rollout.dyna import alongside
 from webrl.run.actors import RunActors
 from webrl.run.config import WebRLConfig, learner_run, rl_learner, sft_learners
 from webrl.run.folder import initial_model, report_evaluation, resolve_run_dir, resume_checkpoint, show_viewer
-from webrl.run.iteration import collect_metrics, draw_iteration, sim_rollout, success_threshold
+from webrl.run.dynamic_sampling import Batch, collect_batch, score_round
+from webrl.run.iteration import collect_metrics, sim_rollout
 from webrl.run.log import RunLog
 from webrl.run.parts import RunParts, start_parts
 from webrl.run.tasks import check_start_urls
@@ -120,28 +125,26 @@ class Trainer:
         t0 = time.monotonic()
         if parts.collector is not None:  # async: groups collected while the last update ran
             trajectories, stats = parts.collector.next_batch(version, cfg.tasks.tasks_per_iteration, self.iteration)
-            tasks, planned = [], {}
-        else:
-            tasks, sizes, planned = draw_iteration(cfg, parts.train_source, self.estimates, self.iteration)
-            trajectories, stats = parts.coordinator.collect(tasks, self.iteration, sizes)
+            batch = Batch([], trajectories, trajectories, score_round(cfg, parts, self.estimates, trajectories, stats),
+                          stats)
+        else:  # scored and logged round by round (dynamic sampling draws more until the batch is full)
+            batch = collect_batch(cfg, parts, self.estimates, self.iteration)
         t_collect = time.monotonic() - t0
-        rewards = reward_metrics(score_trajectories(parts.reward_fn, trajectories))
-        if parts.trajectory_log is not None:  # logged once scored: the viewer shows the final reward and verdict
-            stats.log_bytes += sum(parts.trajectory_log(t) for t in trajectories)
-        if cfg.rollout.balanced.enabled:
-            update_estimates(self.estimates, trajectories, success_threshold(cfg))
+        rewards = reward_metrics(batch.results)
         sim = cfg.dyna.is_sim_iteration(self.iteration)  # Dyna-GRPO: refine with the real future states
         samples, credit = ([], {}) if sim and not cfg.dyna.train_collected else trajectories_to_samples(
-            trajectories, cfg.learner.objective, cfg.learner.objective_config)
+            batch.train, cfg.learner.objective, cfg.learner.objective_config)
         if sim:
-            refined, dyna_metrics = sim_rollout(cfg, parts, self.learner, tasks, trajectories, self.iteration)
+            refined, dyna_metrics = sim_rollout(cfg, parts, self.learner, batch.tasks, batch.trajectories,
+                                                self.iteration)
             samples, credit = alongside(samples, refined), {**credit, **dyna_metrics}
         t1 = time.monotonic()
         learn = self.learner.update(samples) if samples else {"skipped_update": 1.0}
         self.actors.sync_weights(self.learner, self.learner.policy_version)
         self.iteration += 1
-        metrics = {"iteration": self.iteration, **credit, **rewards, **learn, **planned, "samples": len(samples),
-                   **collect_metrics(trajectories, stats, version, t_collect), "time_update_s": time.monotonic() - t1,
+        metrics = {"iteration": self.iteration, **credit, **rewards, **learn, **batch.metrics, "samples": len(samples),
+                   **collect_metrics(batch.trajectories, batch.stats, version, t_collect),
+                   "time_update_s": time.monotonic() - t1,
                    **{f"weight_sync/{k}": v for k, v in getattr(self.actors, "last_sync", {}).items()}}
         if cfg.trainer.eval_every and self.iteration % cfg.trainer.eval_every == 0:
             evaluated = self.evaluate(f"iteration {self.iteration}")

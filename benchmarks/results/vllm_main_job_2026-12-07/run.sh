@@ -1,15 +1,16 @@
 #!/bin/bash
-# The vLLM preset twice with one seed, then the in-process engine on the same checkpoint and prompt.
-cd /work/main
+# How the logs here were made (2026-12-07, 2 cores, other work running beside them):
+#   vllm_a.log, vllm_b.log  the vllm preset twice with one seed, at commit e67de2f (before dynamic
+#                           sampling existed), from the checkout root:
+#       python examples/train_online_mind2web.py --config vllm run.output_dir=/tmp/runs/vllm_a
+#   in_process.log          the same checkpoint, prompt and run on the in-process engine, at
+#                           commit 6f221e1 with dynamic sampling off (what e67de2f ran):
+#       python examples/train_online_mind2web.py model.path=webrl:tiny-webagent \
+#           generator.prompt.action_format=compact rollout.dynamic_sampling.enabled=false
+cd "$(dirname "$0")/../../.."
 OUT=benchmarks/results/vllm_main_job_2026-12-07
 export RAY_USAGE_STATS_ENABLED=0 HF_HUB_OFFLINE=1
-for name in vllm_a vllm_b in_process; do
-  [ -f $OUT/$name.log ] && grep -q "^exit 0" $OUT/$name.log && continue
-  case $name in
-    vllm_*) args="--config vllm" ;;
-    in_process) args="model.path=webrl:tiny-webagent generator.prompt.action_format=compact" ;;
-  esac
-  start=$(date +%s)
-  .venv/bin/python examples/train_online_mind2web.py $args run.output_dir=/tmp/runs/$name > $OUT/$name.log 2>&1
-  echo "exit $? wall_s $(( $(date +%s) - start )) command: python examples/train_online_mind2web.py $args" >> $OUT/$name.log
-done
+start=$(date +%s)
+.venv/bin/python examples/train_online_mind2web.py model.path=webrl:tiny-webagent generator.prompt.action_format=compact \
+    rollout.dynamic_sampling.enabled=false run.output_dir=/tmp/runs/in_process > $OUT/in_process.log 2>&1
+echo "exit $? wall_s $(( $(date +%s) - start ))" >> $OUT/in_process.log

@@ -102,7 +102,9 @@ def run_dyna(tmp_path, seed: int, overrides: list[str]):
     torch.manual_seed(seed)
     config = load_config(WebRLConfig, None, [
         f"run.run_dir={tmp_path}", "rollout.max_turns=2", "tasks.eval_tasks=0", "dyna.every=2",
-        "dyna.states_per_iteration=1", "dyna.refine_advantage=joint_group", *overrides])
+        "dyna.states_per_iteration=1", "dyna.refine_advantage=joint_group",
+        "rollout.dynamic_sampling.enabled=false",  # the counts below are one draw's (dynamic sampling adds rounds)
+        *overrides])
     actors = ChromiumActors(config)
     Trainer(config, actors=actors).fit()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

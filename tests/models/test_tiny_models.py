@@ -105,13 +105,25 @@ def test_save_load_in_fresh_process_gives_identical_logits(family_path, tmp_path
     assert json.loads(run.stdout.strip().splitlines()[-1]) == processor.tokenizer("[17] click(17)")["input_ids"]
 
 
-def test_plain_auto_processor_after_registration(tiny_qwen3vl_path):
-    from transformers import AutoProcessor
+def test_saved_processors_name_the_stock_class_and_webrl_loads_its_image_only_one(tiny_qwen3vl_path):
+    """A saved checkpoint names the stock processor (what vLLM, SGLang and plain transformers with
+    torchvision load), with a video-processor entry and the legacy preprocessor_config.json;
+    webrl's `load_processor` still builds the image-only class (the stock one needs torchvision)."""
+    import json
+    from pathlib import Path
 
-    from webrl.models import ImageOnlyQwen3VLProcessor, register_processors
+    from webrl.models import ImageOnlyQwen3VLProcessor
+    from webrl.models.processor import load_processor
 
-    register_processors()
-    processor = AutoProcessor.from_pretrained(tiny_qwen3vl_path)
+    folder = Path(tiny_qwen3vl_path)
+    saved = json.loads((folder / "processor_config.json").read_text())
+    assert saved["processor_class"] == "Qwen3VLProcessor"
+    assert saved["video_processor"]["video_processor_type"] == "Qwen3VLVideoProcessor"
+    assert saved["video_processor"]["patch_size"] == saved["image_processor"]["patch_size"] == 16
+    legacy = json.loads((folder / "preprocessor_config.json").read_text())
+    assert legacy["processor_class"] == "Qwen3VLProcessor" and legacy["patch_size"] == 16
+    assert json.loads((folder / "tokenizer_config.json").read_text())["processor_class"] == "Qwen3VLProcessor"
+    processor = load_processor(str(folder), "qwen3_vl")
     assert isinstance(processor, ImageOnlyQwen3VLProcessor)
     assert processor.image_processor.patch_size == 16
 

@@ -118,11 +118,12 @@ def test_masks_reach_the_sft_weights(pointer_policy):
 
 
 def test_action_weights_are_accepted_and_direct_fraction_needs_reasoning_data():
-    cfg = load_config(WebRLConfig, None, ["sft.action_weight=2.0", "sft.coordinate_factor=2.0"])
+    sft = "trainer.stages=[sft,rl]"  # without an SFT stage every sft.* key is refused
+    cfg = load_config(WebRLConfig, None, [sft, "sft.action_weight=2.0", "sft.coordinate_factor=2.0"])
     assert cfg.sft.action_weight == 2.0
-    assert load_config(WebRLConfig, None, ["sft.direct_fraction=1.0", "sft.demos_dir=/tmp/x"])
+    assert load_config(WebRLConfig, None, [sft, "sft.direct_fraction=1.0", "sft.demos_dir=/tmp/x"])
     with pytest.raises(ConfigError, match="sft.direct_fraction=1.0 has no effect"):
-        load_config(WebRLConfig, None, ["sft.direct_fraction=1.0"])
+        load_config(WebRLConfig, None, [sft, "sft.direct_fraction=1.0"])
 
 
 class _Report:
@@ -161,12 +162,13 @@ def test_sft_data_loads_each_spec_and_logs_its_report(fake_datasets):
 
 
 def test_sft_data_unknown_format_fails_at_config_time(fake_datasets):
-    cfg = load_config(WebRLConfig, None, ["sft.data=[gui360:/d/a.jsonl, /d/plain.json]"])
+    sft = "trainer.stages=[sft,rl]"
+    cfg = load_config(WebRLConfig, None, [sft, "sft.data=[gui360:/d/a.jsonl, /d/plain.json]"])
     assert cfg.sft.data == ["gui360:/d/a.jsonl", "/d/plain.json"]
     with pytest.raises(ConfigError, match=r"sft.data\[0\]='gui361:/d/a': unknown format 'gui361'; allowed: "):
-        load_config(WebRLConfig, None, ["sft.data=[gui361:/d/a]"])
+        load_config(WebRLConfig, None, [sft, "sft.data=[gui361:/d/a]"])
     with pytest.raises(ConfigError, match=r"sft.data\[0\] must be a non-empty"):
-        load_config(WebRLConfig, None, ["sft.data=['']"])
+        load_config(WebRLConfig, None, [sft, "sft.data=['']"])
 
 
 @pytest.mark.slow

@@ -410,6 +410,8 @@ class WebRLConfig:
             off["rollout.balanced"] = "rollout.balanced.enabled"
         if not rollout["dynamic_sampling"]["enabled"]:
             off["rollout.dynamic_sampling"] = "rollout.dynamic_sampling.enabled"
+        if "sft" not in merged["trainer"]["stages"]:
+            off["sft"] = "trainer.stages"  # a preset's SFT settings, when a later layer runs no SFT stage
         if rollout["engine"] == "transformers":
             off["rollout.server"] = "rollout.engine"
         else:

@@ -173,6 +173,10 @@ class EnvWorkerConfig:
     the path of a JSON tools file (`WebEnvConfig.tools`)."""
 
     def __post_init__(self) -> None:
+        if self.connect_api_key_env != BrowserConfig.connect_api_key_env and not self.connect_url:
+            raise ValueError(f"EnvWorkerConfig.connect_api_key_env (env.connect_api_key_env="
+                             f"{self.connect_api_key_env!r}) only acts with env.connect_url (a remote browser "
+                             f"server); set env.connect_url or leave the key at its default")
         if not isinstance(self.num_slots, int) or not 1 <= self.num_slots <= 256:
             raise ValueError(f"EnvWorkerConfig.num_slots (env.num_slots) must be in 1..256, got {self.num_slots!r}")
         if not isinstance(self.threads, int) or not 0 <= self.threads <= self.num_slots:

@@ -160,3 +160,9 @@ def test_deterministic_runs_one_request_per_forward_in_process_only():
     assert server_flags("sglang", deterministic=True)[-1] == "--enable-deterministic-inference"
     assert "--enable-deterministic-inference" not in server_flags("sglang")
     assert server_flags("webrl", deterministic=True) == server_flags("webrl")
+
+
+def test_a_dropped_share_without_evaluation_tasks_is_refused():
+    with pytest.raises(ConfigError, match=r"eval.max_dropped_share=0.5 has no effect: tasks.eval_tasks=0"):
+        load_config(WebRLConfig, None, ["tasks.eval_tasks=0", "eval.max_dropped_share=0.5"])
+    assert load_config(WebRLConfig, None, ["eval.max_dropped_share=0.5"]).eval.max_dropped_share == 0.5

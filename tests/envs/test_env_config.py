@@ -37,12 +37,14 @@ def test_every_flat_setting_reaches_the_web_env_config():
                "connect_api_key_env": "MY_BROWSER_KEY",
                "dialog_policy": "dismiss", "subresource_policy": "any", "discovery": "selectors",
                "skills_dir": "skills/", "tools": "task"}
-    base = dataclasses.asdict(WebEnvConfig())
+    needs = {"connect_api_key_env": {"connect_url": strings["connect_url"]}}  # acts only with a remote browser
     for field in dataclasses.fields(EnvWorkerConfig):
         if field.name in WORKER_ONLY or field.name in ("network", "recording"):
             continue
+        extra = needs.get(field.name, {})
+        base = dataclasses.asdict(EnvWorkerConfig(**extra).web_env_config() if extra else WebEnvConfig())
         value = strings[field.name] if field.name in strings else _changed(getattr(EnvWorkerConfig(), field.name))
-        config = EnvWorkerConfig(**{field.name: value})
+        config = EnvWorkerConfig(**extra, **{field.name: value})
         built = dataclasses.asdict(config.web_env_config())
         differences = [(section, key) for section, values in built.items() if isinstance(values, dict)
                        for key in values if values[key] != base[section][key]]
@@ -99,3 +101,11 @@ def test_new_keys_load():
     assert (built.browser.headless, built.browser.viewport, built.observation.discovery) == (False, "small",
                                                                                              "selectors")
     assert built.safety.network.public_stand_ins == ("127.0.0.1/32",)
+
+
+def test_a_browser_key_variable_without_a_remote_browser_is_refused():
+    from webrl.envs.config import EnvWorkerConfig
+
+    with pytest.raises(ValueError, match=r"env.connect_api_key_env='MY_KEY'\) only acts with env.connect_url"):
+        EnvWorkerConfig(connect_api_key_env="MY_KEY")
+    assert EnvWorkerConfig(connect_api_key_env="MY_KEY", connect_url="ws://127.0.0.1:3000/x").connect_api_key_env == "MY_KEY"

@@ -128,15 +128,17 @@ def _sft_needs_its_stage(c: "WebRLConfig") -> Optional[str]:
     return None
 
 
-@rule("tasks.eval_tasks", "eval.samples_per_task", "trainer.eval_every",
+@rule("tasks.eval_tasks", "eval.samples_per_task", "trainer.eval_every", "eval.max_dropped_share",
       why="with no evaluation tasks no evaluation runs: its settings would be ignored")
 def _evaluation_needs_tasks(c: "WebRLConfig") -> Optional[str]:
     if c.tasks.eval_tasks:
         return None
-    for key, value in (("eval.samples_per_task", c.eval.samples_per_task), ("trainer.eval_every", c.trainer.eval_every)):
-        if value:
+    for key, value, default in (("eval.samples_per_task", c.eval.samples_per_task, 0),
+                                ("trainer.eval_every", c.trainer.eval_every, 0),
+                                ("eval.max_dropped_share", c.eval.max_dropped_share, 1.0)):
+        if value != default:
             return (f"{key}={value} has no effect: tasks.eval_tasks=0 runs no evaluation; set tasks.eval_tasks "
-                    f"(held-out tasks per evaluation) or leave {key} at 0")
+                    f"(held-out tasks per evaluation) or leave {key} at {default}")
     return None
 
 

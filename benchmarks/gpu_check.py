@@ -536,6 +536,29 @@ def sparse_prefill_rows(text: dict, token_counts, device, dtype, timer, block_si
 
 # -- main -------------------------------------------------------------------------------------
 
+def nccl_section(device: torch.device) -> dict:
+    """webrl's ctypes NCCL communicator (`webrl.learner.nccl`, the trainer side of vLLM's NCCL
+    weight transfer) on this GPU as a group of one: a unique id, ncclCommInitRank, vLLM's warm-up
+    all-reduce and a bf16 broadcast (a group of two on one GPU is refused by NCCL, so the
+    transfer into a vLLM server on a second GPU is tests/engines/test_vllm_nccl.py's)."""
+    if device.type != "cuda":
+        return {"skipped": "CUDA only"}
+    from webrl.learner.nccl import NcclComm, encode_unique_id, load_library, new_unique_id
+
+    lib = load_library()
+    uid = new_unique_id(lib)
+    comm = NcclComm(lib, uid, 0, 1, device)
+    warm = torch.full((1,), 2.5, dtype=torch.float32, device=device)
+    comm.all_reduce(warm)
+    sent = torch.arange(1 << 20, device=device).to(torch.bfloat16)
+    copy = sent.clone()
+    comm.broadcast(sent)
+    comm.synchronize()
+    comm.destroy()
+    return {"unique_id_b64_chars": len(encode_unique_id(uid)), "all_reduce_of_2_5": float(warm.item()),
+            "broadcast_unchanged": bool(torch.equal(sent, copy))}
+
+
 def run_check(tiny: bool, preset: str) -> dict:
     start = time.perf_counter()
     device = torch.device("cpu") if tiny else torch.device("cuda", 0)
@@ -573,6 +596,7 @@ def run_check(tiny: bool, preset: str) -> dict:
     hidden, vocab = text.get("hidden_size", 2560), text.get("vocab_size", 151936)
     report["kernel"] = _timed(lambda: kernel_section(shapes, hidden, vocab, device))
     report["sparse_prefill"] = _timed(lambda: sparse_prefill_section(text, shapes, device))
+    report["nccl"] = _timed(lambda: nccl_section(device))
     report["total_seconds"] = time.perf_counter() - start
     return report
 

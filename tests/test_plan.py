@@ -162,11 +162,15 @@ def test_launch_fraction_is_read_from_the_launch_args():
     for bad in ("abc", "0", "1.5"):
         with pytest.raises(ConfigError, match="--mem-fraction-static must be a number in"):
             launch_fraction(["--mem-fraction-static", bad])
+    assert launch_fraction(["--gpu-memory-utilization", "0.7"], "vllm") == 0.7  # vLLM's flag for the same share
+    assert launch_fraction(["--mem-fraction-static", "0.7"], "vllm") is None
+    with pytest.raises(ConfigError, match="--gpu-memory-utilization must be a number in"):
+        launch_fraction(["--gpu-memory-utilization=2"], "vllm")
     # without it the pool is planned as the usable GPU (78 GiB): (78 - 8.27) / 4.64 = 15.03 -> 15 rows
     config = load_plan_config(PRESET, [f"plan.model={FIXTURE}", "rollout.server.launch_args=[]"])
     plan = plan_memory(config, config.plan)
     assert plan.pool_bytes == 78 * GIB and plan.rows_held == 15
-    assert "SGLang's own --mem-fraction-static" in plan.notes[0]
+    assert "vLLM's own --gpu-memory-utilization" in plan.notes[0]
 
 
 def test_4b_preset_fits_at_realistic_prompts_and_warns_without_checkpointing():

@@ -19,8 +19,8 @@ Only these settings differ from the preset, each for the reason given:
                      max_new_tokens=48, mini_batches=1, a 600 s start-up deadline (loaded CI cores)
     servers          the preset's rollout.engine=server with launched servers, but 1 `webrl serve`
                      (launch=webrl, launch_args=[log_level=info] for its request log, no CPU or GPU reserved)
-                     instead of 4 SGLang servers on 4
-                     GPUs: no SGLang here. The preset's collective weight sync then runs on gloo,
+                     instead of 4 vLLM servers on 4 GPUs: vLLM's
+                     weight transfer is NCCL only. The preset's collective weight sync then runs on gloo,
                      from learner rank 0 on node 2 to the server through the same
                      /init_weights_update_group and /update_weights_from_distributed routes
     tasks.file       an Online-Mind2Web JSON whose websites are the sandbox sites served here, plus

@@ -116,10 +116,22 @@ def test_switching_the_4b_preset_to_the_in_process_engine_takes_one_key(capsys):
     required = ["model.path=x", "reward.base_url=http://127.0.0.1:9/v1", "tasks.file=t.json"]
     served = load_config(WebRLConfig, "online_mind2web_qwen3vl_4b", required)
     local = load_config(WebRLConfig, "online_mind2web_qwen3vl_4b", [*required, "rollout.engine=transformers"])
-    assert served.rollout.server.launch == "sglang"
+    assert served.rollout.server.launch == "vllm"
     assert local.rollout.engine == "transformers" and local.rollout.server == type(served.rollout.server)()
     assert "rollout.engine (from the command line) switches off rollout.server" in capsys.readouterr().err
     assert local.learner == served.learner  # nothing outside the switched-off section moved
+
+
+def test_the_4b_preset_broadcasts_to_vllm_and_sglang_is_one_key_away():
+    from webrl.run.config import weight_sync
+
+    required = ["model.path=x", "reward.base_url=http://127.0.0.1:9/v1", "tasks.file=t.json"]
+    vllm = load_config(WebRLConfig, "online_mind2web_qwen3vl_4b", required)
+    assert vllm.rollout.server.speaks == "vllm" and weight_sync(vllm) == ("collective", "nccl")
+    sglang = load_config(WebRLConfig, "online_mind2web_qwen3vl_4b", [
+        *required, "rollout.server.launch=sglang", "rollout.server.launch_args=[--mem-fraction-static,0.8]"])
+    assert sglang.rollout.server.speaks == "sglang" and weight_sync(sglang) == ("collective", "nccl")
+    assert sglang.learner == vllm.learner
 
 
 def test_a_layer_that_contradicts_itself_is_still_refused(tmp_path):

@@ -16,7 +16,7 @@ from tests.benchmarks.helpers import BENCHMARKS, load_benchmark
 
 SCRIPT = BENCHMARKS / "gpu_check.py"
 REPO = BENCHMARKS.parent
-SECTIONS = ("model", "learner", "generate", "kernel")
+SECTIONS = ("model", "learner", "generate", "kernel", "nccl")
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +181,7 @@ def test_imports_from_a_bare_source_tree(tmp_path):
     assert files.split() == [str(REPO / "webrl" / "__init__.py"), str(REPO / "kernels" / "__init__.py"),
                              str(REPO / "algos" / "__init__.py")]
     assert heavy == "[]"
+
+
+def test_nccl_section_is_cuda_only(tiny_report):
+    assert tiny_report["nccl"]["skipped"] == "CUDA only"

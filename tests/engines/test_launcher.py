@@ -125,11 +125,13 @@ def test_server_flags_by_hand():
     assert server_flags("sglang", (0, 0), "UNSET", "", False, env) == []  # a variable not set: no flag
     assert server_flags("webrl", (0, 0), environ=env) == []
     # vLLM: the token route, log-probs at the sampling temperature, screenshots per prompt, no video,
-    # the pixel bounds as its processor kwargs; the API key's value (it guards /inference only)
+    # the pixel bounds as its processor kwargs, the NCCL weight-transfer routes; no key in the
+    # argv (it travels in the server's environment: vllm_environment)
     assert server_flags("vllm", (3136, 12544), "USER_KEY", "", True, env, max_images=2, dtype="bfloat16") == [
         "--enable-scale-out", "--logprobs-mode", "processed_logprobs", "--dtype", "bfloat16", "--enforce-eager",
         "--seed", "0", "--limit-mm-per-prompt", '{"image": 2, "video": 0}',
-        "--mm-processor-kwargs", '{"min_pixels": 3136, "max_pixels": 12544}', "--api-key", "u"]
+        "--weight-transfer-config", '{"backend": "nccl"}',
+        "--mm-processor-kwargs", '{"min_pixels": 3136, "max_pixels": 12544}']
     with pytest.raises(ValueError, match="'vllm', 'webrl' or 'sglang', got 'tgi'"):
         server_flags("tgi")
 
@@ -144,8 +146,11 @@ def test_server_config_checks():
         ServerConfig(launch="vllm", protocol="sglang")
     with pytest.raises(ConfigError, match=r"rollout.server.protocol must be one of \('auto', 'sglang', 'vllm'\)"):
         ServerConfig(protocol="openai")
-    with pytest.raises(ConfigError, match="binds loopback only .*take no key"):
+    with pytest.raises(ConfigError, match="beyond loopback needs rollout.server.api_key_env"):
         ServerConfig(launch="vllm", host="0.0.0.0")
+    assert ServerConfig(launch="vllm", host="0.0.0.0", api_key_env="K").host == "0.0.0.0"  # every route asks K
+    with pytest.raises(ConfigError, match="admin_api_key_env is SGLang's admin key"):
+        ServerConfig(launch="vllm", api_key_env="K", admin_api_key_env="A")
     with pytest.raises(ConfigError, match="rollout.server.python only acts with rollout.server.launch=vllm"):
         ServerConfig(launch="webrl", python="/usr/bin/python3")
     with pytest.raises(ConfigError, match="urls=.* and rollout.server.launch='webrl' are both set"):

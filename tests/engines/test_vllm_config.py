@@ -1,6 +1,7 @@
 """The vLLM engine's configuration, interpreter lookup, command and body mapping, without a server."""
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -20,11 +21,6 @@ def test_the_vllm_preset_launches_vllm_on_the_text_action_checkpoint():
 
     check_prompt_matches(resolve_shipped(config.model.path), config.generator.prompt)  # the prompt it learned
     assert weight_sync(config) == ("disk", "gloo")  # auto: the servers reload each iteration's folder
-
-
-def test_collective_weight_sync_to_vllm_is_refused_naming_what_is_allowed():
-    with pytest.raises(ConfigError, match=r"collective' cannot reach vLLM servers.*allowed: \['auto', 'disk'\]"):
-        weight_sync(load_config(WebRLConfig, "vllm", ["learner.weight_sync.mode=collective"]))
 
 
 def test_user_started_vllm_urls_take_the_protocol_key():
@@ -53,8 +49,14 @@ def test_command_binds_loopback_and_the_environment_drops_webrls_paths():
     assert vllm_command("/py", "/ckpt", 8000, "127.0.0.1", ["--x"]) == [
         "/py", "-m", "vllm.entrypoints.launchers.api_server.entry", "--model", "/ckpt", "--host", "127.0.0.1",
         "--port", "8000", "--x"]
-    with pytest.raises(ValueError, match="binds loopback only"):
+    with pytest.raises(ValueError, match="needs a key on every route"):
         vllm_command("/py", "/ckpt", 8000, "0.0.0.0")
+    assert vllm_command("/py", "/ckpt", 8000, "0.0.0.0", guarded=True)[-2:] == [
+        "--middleware", "webrl_vllm_guard.KeyOnEveryRoute"]
+    keyed = vllm_environment({"VLLM_API_KEY": "old"}, api_key="k")
+    assert keyed["VLLM_API_KEY"] == keyed["WEBRL_VLLM_GUARD_KEY"] == "k"
+    assert (Path(keyed["PYTHONPATH"]) / "webrl_vllm_guard.py").is_file()
+    assert "VLLM_API_KEY" not in vllm_environment({"VLLM_API_KEY": "old"})  # no stray key from webrl's shell
     env = vllm_environment({"PYTHONPATH": "/work", "VIRTUAL_ENV": "/v", "HOME": "/root"})
     assert "PYTHONPATH" not in env and "VIRTUAL_ENV" not in env and env["HOME"] == "/root"
     assert env["VLLM_SERVER_DEV_MODE"] == "1" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"

@@ -1,7 +1,8 @@
 """A real vLLM server for the tests, started through webrl's own launcher (`InferenceServer` with
 `launch_command("vllm", ...)`), from the environment `bash run.sh` makes (.venv-vllm).
 
-    vllm_server(model_path, pixels=(min, max)) -> InferenceServer   (healthy; `.url`)
+    vllm_server(model_path, pixels=(min, max), api_key="") -> InferenceServer   (healthy; `.url`;
+        with api_key, guarded: every route but GET /health asks for it)
 
 One server per (checkpoint, pixel bounds) and test process, started on first use (30-90 s on
 2 cores) and stopped at the end of the run; at most `MAX_RUNNING` at once (the oldest is stopped
@@ -22,11 +23,11 @@ class VLLMServers:
         self.root, self.running = root, {}
 
     def __call__(self, model_path: str, pixels: tuple[int, int] = (0, 0), max_restarts: int = 0,
-                 fresh: bool = False, max_images: int = 4):
+                 fresh: bool = False, max_images: int = 4, api_key: str = ""):
         from webrl.engines.vllm_launch import vllm_environment
         from webrl.engines.launcher import InferenceServer, free_port, launch_command, server_flags
 
-        key = (str(model_path), tuple(pixels), max_restarts)
+        key = (str(model_path), tuple(pixels), max_restarts, api_key)
         if key in self.running and not fresh:
             return self.running[key]
         while len(self.running) >= MAX_RUNNING:
@@ -35,9 +36,10 @@ class VLLMServers:
         log_dir = self.root / f"vllm-{port}"
         log_dir.mkdir(parents=True)
         command = launch_command("vllm", str(model_path), port, "127.0.0.1",
-                                 server_flags("vllm", tuple(pixels), max_images=max_images))
+                                 server_flags("vllm", tuple(pixels), max_images=max_images), guarded=bool(api_key))
         server = InferenceServer(command, f"http://127.0.0.1:{port}", log_dir, startup_timeout_s=300,
-                                 max_restarts=max_restarts, env=vllm_environment(), cwd=str(log_dir))
+                                 max_restarts=max_restarts, env=vllm_environment(api_key=api_key), cwd=str(log_dir),
+                                 keys=(api_key, ""))
         server.start()
         self.running[key] = server
         return server

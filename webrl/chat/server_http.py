@@ -52,6 +52,7 @@ class ServerHTTP:
         self.timeout_s = timeout_s
         self._keys = (api_key, admin_api_key)
         self.client = httpx.Client(timeout=timeout_s)
+        self._closed_after_error: set[str] = set()  # servers whose last answer was a 5xx (see `request`)
 
     def headers(self, path: str) -> dict:
         return route_headers(path, *self._keys)
@@ -63,12 +64,25 @@ class ServerHTTP:
         import httpx
 
         where = f"{url}{path}"
-        try:
-            r = self.client.request(method, where, json=body, headers=self.headers(path))
-        except httpx.TimeoutException:
-            raise ServerEngineError(f"{where}: no answer within {self.timeout_s} s (timeout_s)") from None
-        except httpx.HTTPError as e:  # refused, reset, dropped mid-answer: the server is down
-            raise ServerUnreachableError(f"{where}: server unreachable ({type(e).__name__}: {e})") from None
+        for attempt in (0, 1):
+            try:
+                r = self.client.request(method, where, json=body, headers=self.headers(path))
+                break
+            except httpx.TimeoutException:
+                raise ServerEngineError(f"{where}: no answer within {self.timeout_s} s (timeout_s)") from None
+            except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as e:
+                # uvicorn closes the connection after a 500 raised by the app: the next request on
+                # that kept-alive connection meets the close, not the server; send it once more
+                if attempt == 0 and url in self._closed_after_error:
+                    self._closed_after_error.discard(url)
+                    continue
+                raise ServerUnreachableError(f"{where}: server unreachable ({type(e).__name__}: {e})") from None
+            except httpx.HTTPError as e:  # refused, reset, dropped mid-answer: the server is down
+                raise ServerUnreachableError(f"{where}: server unreachable ({type(e).__name__}: {e})") from None
+        if r.status_code >= 500:
+            self._closed_after_error.add(url)
+        else:
+            self._closed_after_error.discard(url)
         if r.status_code != 200:
             raise ServerEngineError(f"{where}: HTTP {r.status_code}: {error_message(r)}")
         if not want_json:

@@ -65,13 +65,14 @@ class ServerLaunchError(RuntimeError):
 
 
 def launch_command(kind: str, model_path: str, port: int, host: str = "127.0.0.1",
-                   launch_args: Sequence[str] = (), python: str = "") -> list[str]:
+                   launch_args: Sequence[str] = (), python: str = "", guarded: bool = False) -> list[str]:
     """The argv that starts one server of `kind` ("webrl" | "sglang" | "vllm") on `host:port`;
-    `python`: vLLM's interpreter (`webrl.engines.vllm_launch.vllm_python`)."""
+    `python`: vLLM's interpreter (`webrl.engines.vllm_launch.vllm_python`); `guarded`: vLLM asks
+    every route for the run's key (`vllm_command`)."""
     if kind == "vllm":
         from webrl.engines.vllm_launch import vllm_command, vllm_python
 
-        return vllm_command(vllm_python(python), model_path, port, host, launch_args)
+        return vllm_command(vllm_python(python), model_path, port, host, launch_args, guarded)
     if kind == "webrl":
         base = [sys.executable, "-m", "webrl.serve", f"model_path={model_path}", f"host={host}", f"port={port}"]
     elif kind == "sglang":
@@ -106,7 +107,7 @@ def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env:
     if kind == "vllm":
         from webrl.engines.vllm_launch import vllm_flags
 
-        return vllm_flags(image_pixels, max_images, dtype, env.get(api_key_env, "") if api_key_env else "")
+        return vllm_flags(image_pixels, max_images, dtype)  # its key travels in its environment
     if kind == "webrl":
         out = [f"image_min_pixels={low}", f"image_max_pixels={high}"] if high else []
         out += [f"api_key_env={api_key_env}"] if api_key_env else []
@@ -412,9 +413,9 @@ class InferenceServerActor:
         if kind == "vllm":  # its own environment, started outside webrl's checkout (vllm_launch)
             from webrl.engines.vllm_launch import vllm_environment
 
-            env, cwd = vllm_environment(), log_dir
+            env, cwd = vllm_environment(api_key=keys[0]), log_dir
             Path(log_dir).mkdir(parents=True, exist_ok=True)
-        self.server = InferenceServer(launch_command(kind, model_path, port, host, args, python),
+        self.server = InferenceServer(launch_command(kind, model_path, port, host, args, python, bool(keys[0])),
                                       f"http://{address}:{port}", log_dir, startup_timeout_s, max_restarts,
                                       env=env, keys=keys, cwd=cwd)
 

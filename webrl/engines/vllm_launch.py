@@ -15,8 +15,12 @@ the module `vllm serve` runs (the `vllm serve` script itself dies on the CPU bui
     --logprobs-mode processed_logprobs      sampled log-probs at the sampling temperature
     --mm-processor-kwargs '{"min_pixels": a, "max_pixels": b}'   the prompt's pixel bounds
     --limit-mm-per-prompt '{"image": N, "video": 0}'              screenshots per prompt; no video
-    --dtype (the run's model.dtype), --enforce-eager, --seed 0, --api-key (guards /inference only)
-Environment: VLLM_SERVER_DEV_MODE=1 (the pause / reload / cache / version routes),
+    --weight-transfer-config '{"backend": "nccl"}'   the NCCL weight-transfer routes (GPUs;
+                                            learner.weight_sync.mode=collective)
+    --dtype (the run's model.dtype), --enforce-eager, --seed 0
+    --middleware webrl_vllm_guard.KeyOnEveryRoute   beyond loopback only: a key on every route
+Environment: VLLM_SERVER_DEV_MODE=1 (the pause / reload / cache / version routes), the key (when
+rollout.server.api_key_env names one) as VLLM_API_KEY and as the guard's WEBRL_VLLM_GUARD_KEY,
 VLLM_CPU_KVCACHE_SPACE (GiB of KV cache on CPU; 1 unless set), no usage reports, HF_HUB_OFFLINE.
 The process starts in its log folder: started in webrl's checkout, Python would import the
 checkout's `kernels/` folder as the PyPI package `kernels` that transformers probes for.
@@ -32,6 +36,10 @@ PYTHON_VARIABLE = "WEBRL_VLLM_PYTHON"
 VENV_NAME = ".venv-vllm"
 MODULE = "vllm.entrypoints.launchers.api_server.entry"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+SITE_FOLDER = Path(__file__).resolve().parent / "vllm_site"
+GUARD = "webrl_vllm_guard.KeyOnEveryRoute"
+"""The server-side middleware that asks every route but GET /health for the key (vllm_site/)."""
+GUARD_KEY_VARIABLE = "WEBRL_VLLM_GUARD_KEY"
 
 
 class VLLMSetupError(RuntimeError):
@@ -61,34 +69,60 @@ def vllm_python(explicit: str = "", environ: Optional[dict] = None) -> str:
 
 
 def vllm_command(python: str, model_path: str, port: int, host: str = "127.0.0.1",
-                 args: Sequence[str] = ()) -> list[str]:
-    if host not in LOOPBACK:
-        raise ValueError(f"a launched vLLM server binds loopback only (rollout.server.host={host!r}): vLLM's weight "
-                         f"routes (/collective_rpc, /pause, /update_weight_version) take no key (its --api-key "
-                         f"guards /v1 and /inference only), so on another interface anyone who reaches the port "
-                         f"could load weights into it")
-    return [python, "-m", MODULE, "--model", model_path, "--host", host, "--port", str(port), *map(str, args)]
+                 args: Sequence[str] = (), guarded: bool = False) -> list[str]:
+    """The server's argv. Beyond loopback only `guarded` (a key on every route: the run names
+    rollout.server.api_key_env, and `vllm_environment` hands the server that key), because vLLM's
+    own --api-key leaves the weight routes open."""
+    if host not in LOOPBACK and not guarded:
+        raise ValueError(f"a launched vLLM server on rollout.server.host={host!r} needs a key on every route: vLLM's "
+                         f"weight routes (/collective_rpc, /pause, /update_weights) take no key of their own (its "
+                         f"--api-key guards /v1 and /inference only); set rollout.server.api_key_env to a variable "
+                         f"holding one, or bind loopback (allowed without a key: {', '.join(LOOPBACK)})")
+    guard = ["--middleware", GUARD] if guarded else []
+    return [python, "-m", MODULE, "--model", model_path, "--host", host, "--port", str(port), *guard,
+            *map(str, args)]
 
 
-def vllm_flags(image_pixels: tuple[int, int] = (0, 0), max_images: int = 8, dtype: str = "float32",
-               api_key: str = "") -> list[str]:
+def vllm_flags(image_pixels: tuple[int, int] = (0, 0), max_images: int = 8, dtype: str = "float32") -> list[str]:
     """The flags a run's server needs (before `launch_args`, so a user's own flag comes last;
-    --max-model-len is the checkpoint's unless launch_args say otherwise)."""
+    --max-model-len is the checkpoint's unless launch_args say otherwise). The key travels in the
+    environment (`vllm_environment`), not in the process list."""
     out = ["--enable-scale-out", "--logprobs-mode", "processed_logprobs", "--dtype", dtype, "--enforce-eager",
-           "--seed", "0",
-           "--limit-mm-per-prompt", json.dumps({"image": max_images, "video": 0})]
+           "--seed", "0", "--limit-mm-per-prompt", json.dumps({"image": max_images, "video": 0}),
+           "--weight-transfer-config", json.dumps({"backend": "nccl"})]
     low, high = image_pixels
     if high:
         out += ["--mm-processor-kwargs", json.dumps({"min_pixels": low, "max_pixels": high})]
-    return out + (["--api-key", api_key] if api_key else [])
+    return out
 
 
-def vllm_environment(base: Optional[dict] = None) -> dict:
-    """The server process's environment: webrl's, without its Python paths, plus vLLM's settings."""
+def vllm_environment(base: Optional[dict] = None, api_key: str = "") -> dict:
+    """The server process's environment: webrl's, without its Python paths, plus vLLM's settings;
+    with `api_key`, vLLM's own key (VLLM_API_KEY: /v1 and /inference) and the guard's (every
+    route; its folder on PYTHONPATH, used when `vllm_command(guarded=True)` loads it)."""
     env = dict(os.environ if base is None else base)
-    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "VLLM_API_KEY", GUARD_KEY_VARIABLE):
         env.pop(name, None)
     env.update({"VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1",
                 "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1")})
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if api_key:
+        env.update({"VLLM_API_KEY": api_key, GUARD_KEY_VARIABLE: api_key, "PYTHONPATH": str(SITE_FOLDER)})
     return env
+
+
+def workers_per_server(launch_args: Sequence[str]) -> int:
+    """NCCL ranks one launched server adds to a weight-transfer group: its tensor x pipeline
+    parallel size from `launch_args` (--tensor-parallel-size / -tp, --pipeline-parallel-size /
+    -pp, as "--flag N" or "--flag=N"; 1 where not given)."""
+    sizes = {"tp": 1, "pp": 1}
+    names = {"--tensor-parallel-size": "tp", "-tp": "tp", "--pipeline-parallel-size": "pp", "-pp": "pp"}
+    args = [str(a) for a in launch_args]
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in names:
+            raw = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if not raw.isdigit() or int(raw) < 1:
+                raise ValueError(f"rollout.server.launch_args: {flag} takes an integer >= 1, got {raw!r}")
+            sizes[names[flag]] = int(raw)
+    return sizes["tp"] * sizes["pp"]

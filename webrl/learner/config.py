@@ -197,7 +197,7 @@ def resolve_weight_sync(config: WeightSyncConfig, engine: str, learner_gpus: boo
     if backend == "nccl" and not (learner_gpus and receivers) and mode == "collective":
         raise ConfigError("learner.weight_sync.backend='nccl' needs GPUs on the learner and on every receiver "
                           "(resources.gpus_per_learner_rank > 0, and resources.gpus_per_inference_worker > 0 or "
-                          "rollout.server.launch=sglang with gpus_per_server > 0; webrl serve speaks gloo only); "
+                          "rollout.server.launch=sglang or vllm with gpus_per_server > 0; webrl serve speaks gloo only); "
                           "allowed here: ['auto', 'gloo']")
     return mode, backend
 

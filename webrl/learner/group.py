@@ -33,6 +33,7 @@ from webrl.learner.metrics import merge_metrics
 from webrl.learner.ranks import LocalRanks, ProcessRanks, RayRanks
 from webrl.learner.samples import LearnerSample, scale_batch
 from webrl.learner.weight_broadcast import ServerTargets
+from webrl.learner.vllm_transfer import VLLMTargets
 from webrl.learner.weight_buckets import TensorSpec
 from webrl.learner.weights import WeightUpdate
 from webrl.learner.worker import ForwardResult, StepScale
@@ -226,8 +227,13 @@ class LearnerGroup:
         """Rank 0 joins as rank 0; blocks until the receivers have joined (run it beside their joins)."""
         self._all("join_weight_group", world_size, backend, group_name, timeout_s, list(members))
 
+    def join_vllm_servers(self, servers: VLLMTargets) -> None:
+        """Rank 0 forms an NCCL group with vLLM servers over their weight-transfer routes (blocks
+        until they have joined); every rank is asked, only rank 0 acts."""
+        self._all("join_vllm_servers", servers)
+
     def broadcast_weights(self, bucket_bytes: int, version: Optional[int] = None,
-                          servers: Optional[ServerTargets] = None) -> dict[str, float]:
+                          servers: Optional[ServerTargets | VLLMTargets] = None) -> dict[str, float]:
         """One broadcast of the trainable weights (every rank gathers under ZeRO-3; rank 0 sends):
         {"buckets", "bytes", "seconds"}. Run it beside the receivers' `receive_weights`."""
         return self._all("broadcast_weights", bucket_bytes, version, servers)[0]

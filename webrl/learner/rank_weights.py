@@ -18,6 +18,7 @@ import torch
 from webrl.learner import checkpoint as ckpt
 from webrl.learner.model import PolicyModule, trainable_named_parameters
 from webrl.learner.weight_broadcast import ServerTargets, WeightBroadcastGroup, host_store
+from webrl.learner.vllm_transfer import VLLMTargets
 from webrl.learner.weight_buckets import TensorSpec, dtype_name, header_of
 from webrl.learner.weights import WeightUpdate, gathered
 
@@ -29,6 +30,7 @@ class RankWeights:
         self.module, self.processor, self.rank, self.zero3 = module, processor, rank, zero3
         self._store: Any = None
         self._group: Optional[WeightBroadcastGroup] = None
+        self._vllm_comm: Any = None  # rank 0's NCCL communicator with vLLM servers (webrl.learner.vllm_transfer)
 
     def full_state_dict(self) -> Optional[dict[str, torch.Tensor]]:
         """The HF model's full state_dict on CPU."""
@@ -99,16 +101,32 @@ class RankWeights:
             address, int(self._store.port), 0, world_size, backend=backend, group_name=group_name,
             timeout_s=timeout_s, store=self._store, members=list(members))
 
+    def join_vllm(self, servers: VLLMTargets) -> None:
+        """Rank 0 forms an NCCL group with vLLM servers (blocks until their workers have joined)."""
+        if self.rank != 0:
+            return
+        if self._vllm_comm is not None:
+            self._vllm_comm.destroy()
+        self._vllm_comm = servers.connect(torch.device("cuda", torch.cuda.current_device()))
+
     def broadcast(self, bucket_bytes: int, version: Optional[int] = None,
-                  servers: Optional[ServerTargets] = None) -> Optional[dict[str, float]]:
+                  servers: Optional[ServerTargets | VLLMTargets] = None) -> Optional[dict[str, float]]:
         """Send the trainable weights to the group: `version` given -> in-process receivers (a
-        header first), `servers` -> each bucket announced over HTTP. Rank 0 returns {"buckets",
-        "bytes", "seconds"}."""
+        header first), `servers` -> each bucket announced over HTTP (SGLang), or one NCCL
+        broadcast per tensor into vLLM's weight transfer. Rank 0 returns {"buckets", "bytes",
+        "seconds"}."""
         source = gathered(trainable_named_parameters(self.module), self.zero3)
         if self.rank != 0:
             for _ in source:
                 pass
             return None
+        if isinstance(servers, VLLMTargets):
+            if self._vllm_comm is None:
+                raise RuntimeError("broadcast_weights before join_vllm_servers: rank 0 has no group with the vLLM servers")
+            stats = servers.send(self._vllm_comm, source, self.specs())
+            for _ in source:  # finish the generator: under ZeRO-3 its last gather must close on every rank
+                pass
+            return stats
         if self._group is None:
             raise RuntimeError("broadcast_weights before join_weight_group: no weight-broadcast group on rank 0")
         specs = self.specs()

@@ -39,6 +39,7 @@ from webrl.learner.model import PolicyModule
 from webrl.learner.rank_weights import RankWeights
 from webrl.learner.samples import LearnerSample, check_image_tokens, collate
 from webrl.learner.weight_broadcast import ServerTargets
+from webrl.learner.vllm_transfer import VLLMTargets
 from webrl.learner.weight_buckets import TensorSpec
 from webrl.learner.weights import WeightUpdate
 
@@ -258,8 +259,11 @@ class LearnerWorker:
                           members: Sequence[str] = ()) -> None:
         self.weights.join_group(world_size, backend, group_name, timeout_s, members)
 
+    def join_vllm_servers(self, servers: VLLMTargets) -> None:
+        self.weights.join_vllm(servers)
+
     def broadcast_weights(self, bucket_bytes: int, version: Optional[int] = None,
-                          servers: Optional[ServerTargets] = None) -> Optional[dict[str, float]]:
+                          servers: Optional[ServerTargets | VLLMTargets] = None) -> Optional[dict[str, float]]:
         return self.weights.broadcast(bucket_bytes, version, servers)
 
     # -- checkpoints ------------------------------------------------------------------------------

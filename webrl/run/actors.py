@@ -270,6 +270,11 @@ class RunActors:
         self.last_sync = learner.broadcast_weights(cfg.bucket_bytes, None, dataclasses.replace(
             servers, weight_version=label))
         ray.get([worker.note_weights.remote(version, label) for _, worker in self._indexed])
+        if self.config.rollout.server.speaks == "vllm" and "cascade" in self.config.policy.wrappers:
+            # the cascade's heads read hidden states from each worker's in-process copy (vLLM returns
+            # none): the same weights reach it through the object store
+            ref = learner.get_weights_ref()
+            ray.get([worker.set_weights.remote(ref, version) for _, worker in self._indexed])
 
     def _weight_group_for(self, learner: Any, cfg: Any) -> Any:
         """Form the broadcast group of `learner`'s rank 0 and the receivers once (again for a new
@@ -280,6 +285,17 @@ class RunActors:
             return self._weight_group[1]
         if self._weight_group is not None and self._weight_group[1] is not None:
             self._weight_group[1].destroy_group()
+        server = self.config.rollout.server
+        if self.config.rollout.engine == "server" and server.speaks == "vllm":  # vLLM's own NCCL transfer
+            from webrl.engines.vllm_launch import workers_per_server
+            from webrl.learner.vllm_transfer import VLLMTargets
+
+            urls = list(self._server_urls or server.urls)  # launched: their workers from launch_args; else 1 each
+            sizes = [workers_per_server(server.launch_args)] * len(urls) if server.launch != "none" else None
+            vllm = VLLMTargets(urls, server.api_key_env, cfg.timeout_s, tp_sizes=sizes)
+            learner.join_vllm_servers(vllm)
+            self._weight_group = (learner, vllm)
+            return vllm
         address, port = learner.host_weight_group(cfg.timeout_s)
         join = dict(backend=self.weight_backend, group_name=cfg.group_name, timeout_s=cfg.timeout_s)
         if self.config.rollout.engine == "server":

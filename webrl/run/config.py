@@ -441,17 +441,18 @@ def weight_sync(config: "WebRLConfig") -> tuple[str, str]:
     if config.rollout.engine == "transformers":
         receivers: Optional[bool] = res.gpus_per_inference_worker > 0
     elif server.launch != "none":
-        receivers = server.launch == "sglang" and server.gpus_per_server > 0
+        receivers = server.launch in ("sglang", "vllm") and server.gpus_per_server > 0
     else:
         receivers = None  # servers the user started
     mode, backend = resolve_weight_sync(config.learner.weight_sync, config.rollout.engine,
                                         bool(res.gpus_per_learner_rank), receivers)
-    if config.rollout.engine == "server" and server.speaks == "vllm" and mode == "collective":
+    if config.rollout.engine == "server" and server.speaks == "vllm" and mode == "collective" and backend != "nccl":
         from webrl.config import ConfigError
 
-        raise ConfigError("learner.weight_sync.mode='collective' cannot reach vLLM servers yet (vLLM's NCCL "
-                          "weight-transfer engine is not written in webrl): with rollout.server.protocol=vllm "
-                          "allowed: ['auto', 'disk'] (the servers reload each iteration's folder in place)")
+        raise ConfigError(f"learner.weight_sync.mode='collective' reaches vLLM servers through vLLM's NCCL weight "
+                          f"transfer only (GPUs on the learner and the servers: resources.gpus_per_learner_rank > 0 "
+                          f"and rollout.server.gpus_per_server > 0), and the backend here is {backend!r}: with "
+                          f"these resources allowed: ['auto', 'disk'] (the servers reload each iteration's folder)")
     return mode, backend
 
 

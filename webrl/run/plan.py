@@ -94,10 +94,10 @@ class MemoryPlan:
     queues: str = ""
     """How the rollout engine holds its batch: "" all rows at once (the in-process engines);
     "serial" one request at a time, the rest wait (`webrl serve`); "pool" as many rows as its
-    KV pool holds, the rest wait (SGLang: weights and KV pool in `pool_bytes`, prefill in chunks
-    from the rest of the GPU)."""
+    KV pool holds, the rest wait (SGLang and vLLM: weights and KV pool in `pool_bytes`, prefill in
+    chunks from the rest of the GPU)."""
     pool_bytes: float = 0.0
-    """queues="pool": the bytes SGLang keeps for the weights and the KV pool."""
+    """queues="pool": the bytes the server keeps for the weights and the KV pool."""
     engine_lines: list[str] = field(default_factory=list)
     """The engines' capability table and what each of the run's policy wrappers adds."""
 
@@ -133,20 +133,25 @@ class MemoryPlan:
         return max(0, min(rm.batch, int(room // per_row))) if per_row > 0 else rm.batch
 
 
-def launch_fraction(launch_args: Sequence[str]) -> Optional[float]:
-    """SGLang's --mem-fraction-static from launch_args ("--mem-fraction-static", "0.8" or
-    "--mem-fraction-static=0.8"); None when not given (SGLang then picks its own)."""
+POOL_FLAGS = {"sglang": "--mem-fraction-static", "vllm": "--gpu-memory-utilization"}
+"""The flag giving the share of the GPU a launched server keeps for its weights and KV cache."""
+
+
+def launch_fraction(launch_args: Sequence[str], kind: str = "sglang") -> Optional[float]:
+    """The server's pool share from launch_args: SGLang's --mem-fraction-static, vLLM's
+    --gpu-memory-utilization ("--flag", "0.8" or "--flag=0.8"); None when not given (the server
+    then picks its own)."""
+    flag = POOL_FLAGS[kind]
     args = [part for a in map(str, launch_args) for part in (a.split("=", 1) if a.startswith("--") else [a])]
-    if "--mem-fraction-static" not in args[:-1]:
+    if flag not in args[:-1]:
         return None
-    value = args[args.index("--mem-fraction-static") + 1]
+    value = args[args.index(flag) + 1]
     try:
         fraction = float(value)
     except ValueError:
         fraction = -1.0
     if not 0 < fraction <= 1:
-        raise ConfigError(f"rollout.server.launch_args: --mem-fraction-static must be a number in (0, 1], "
-                          f"got {value!r}")
+        raise ConfigError(f"rollout.server.launch_args: {flag} must be a number in (0, 1], got {value!r}")
     return fraction
 
 
@@ -201,8 +206,8 @@ def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
                   if config.rollout.engine == "server" else MemoryPlan.batch_keys)
     usable = gpu_gb * GIB - settings.reserve_gb * GIB
     launched = server.launch if config.rollout.engine == "server" else "none"
-    fraction = launch_fraction(server.launch_args) if launched == "sglang" else None
-    queues = {"sglang": "pool", "webrl": "serial"}.get(launched, "")
+    fraction = launch_fraction(server.launch_args, launched) if launched in POOL_FLAGS else None
+    queues = {"sglang": "pool", "vllm": "pool", "webrl": "serial"}.get(launched, "")
     plan = MemoryPlan(shapes, lm, rm, usable, res.gpus_per_learner_rank, rollout_gpus,
                       resource_table(request, nodes), placement_refusal(bundles, nodes, kinds), batch_keys=batch_keys,
                       queues=queues, pool_bytes=0.0 if queues != "pool" else
@@ -211,9 +216,10 @@ def plan_memory(config: Any, settings: PlanSettings) -> MemoryPlan:
     if queues == "pool":
         held = (f"all {rm.batch} rows in flight at once" if plan.rows_held >= rm.batch else
                 f"about {plan.rows_held} of its {rm.batch} rows in flight at once, the rest wait")
-        pool = (f"--mem-fraction-static {fraction:g} of the GPU, {plan.pool_bytes / GIB:.1f} GiB" if fraction else
-                f"SGLang's own --mem-fraction-static; planned as the usable {plan.pool_bytes / GIB:.1f} GiB")
-        plan.notes.append(f"rollout: an SGLang server keeps its weights and KV pool in {pool}, and queues the "
+        name, flag = {"sglang": "SGLang", "vllm": "vLLM"}[launched], POOL_FLAGS[launched]
+        pool = (f"{flag} {fraction:g} of the GPU, {plan.pool_bytes / GIB:.1f} GiB" if fraction else
+                f"{name}'s own {flag}; planned as the usable {plan.pool_bytes / GIB:.1f} GiB")
+        plan.notes.append(f"rollout: a {name} server keeps its weights and KV pool in {pool}, and queues the "
                           f"requests the pool cannot hold (prefill runs in chunks from the rest of the GPU): it "
                           f"needs the weights and one row's KV ({plan.rollout_need / GIB:.1f} GiB); at "
                           f"{rm.prompt_tokens} prompt tokens it holds {held}")

@@ -5,16 +5,21 @@ Rows, all on the sandbox "widgets" level-0 tasks at 640x480 with N env slots (de
     raw Playwright   N loops (async Playwright, one page each) on one Chromium, and on N
                      Chromiums (one each: a screenshot waits on its browser's compositor, which
                      the pages of one browser share); each episode a navigation to the
-                     task's entry page and a PNG screenshot, then two clicks on a random
+                     task's entry page and a PNG screenshot, then L - 1 clicks on a random
                      visible link / button / input, each followed by a PNG screenshot, and a
                      last screenshot for the stop() step: the browser's own cost of what an
-                     episode of the job does (about one reset and three steps, stop() included)
+                     episode of the job does
     instant policy   webrl's own loop (RolloutCoordinator, one EnvWorker Ray actor of N slots,
-                     an InferenceActor) with a policy that answers at once: two clicks on
+                     an InferenceActor) with a policy that answers at once: clicks on
                      seeded-random listed elements, then stop(). Everything but the model
     main job         `examples/train_online_mind2web.py trainer.iterations=2 tasks.eval_tasks=0`
                      (the embedded default without evaluation), env steps/s of each RL
                      iteration as its metrics log them
+
+Fair floors (issue #53): the main job runs first, and both floors replay its own episodes'
+lengths (steps per reset, read from its trajectory log; cycled), so a reset is spread over as
+many steps in every row; each row also prints its steps per reset. `--lengths` gives them by
+hand (with --skip-job the default is 3).
 
 The webrl rows run once per `--threads` value (env.threads: browsers of the env worker; 0 is
 the default, one browser per slot up to 4). Every row prints env steps/s and its ratio to the faster
@@ -61,12 +66,14 @@ def make_tasks(n: int, seed: int):
 
 
 # -- raw Playwright floor ------------------------------------------------------------------------
-async def _raw_loop(page, tasks, rng: random.Random, clicks: int) -> int:
+async def _raw_loop(page, tasks, rng: random.Random, lengths: list[int]) -> int:
+    """Each task an episode of lengths[k] steps (k: its place in `tasks`, cycled): L - 1 clicks,
+    then the stop() step's screenshot."""
     steps = 0
-    for task in tasks:
+    for k, task in enumerate(tasks):
         await page.goto(task.entry_url(), wait_until="load")
         await page.screenshot(type="png")
-        for _ in range(clicks):
+        for _ in range(lengths[k % len(lengths)] - 1):
             targets = page.locator(CLICKABLE)
             count = await targets.count()
             if not count:
@@ -82,7 +89,7 @@ async def _raw_loop(page, tasks, rng: random.Random, clicks: int) -> int:
     return steps
 
 
-async def _raw(slots: int, browsers: int, episodes: int, clicks: int, seed: int) -> dict:
+async def _raw(slots: int, browsers: int, episodes: int, lengths: list[int], seed: int) -> dict:
     from playwright.async_api import async_playwright
 
     from webrl.envs.browser import CHROMIUM_FLAGS, resolve_executable
@@ -94,30 +101,31 @@ async def _raw(slots: int, browsers: int, episodes: int, clicks: int, seed: int)
         contexts = [await launched[i % browsers].new_context(viewport={"width": 640, "height": 480})
                     for i in range(slots)]
         pages = [await c.new_page() for c in contexts]
-        await _raw_loop(pages[0], make_tasks(1, seed + 10_000), random.Random(seed), clicks)  # warm-up
+        await _raw_loop(pages[0], make_tasks(1, seed + 10_000), random.Random(seed), [3])  # warm-up
         start = time.monotonic()
         shares = [tasks[i::slots] for i in range(slots)]
-        steps = await asyncio.gather(*(_raw_loop(pages[i], shares[i], random.Random(seed + i), clicks)
+        steps = await asyncio.gather(*(_raw_loop(pages[i], shares[i], random.Random(seed + i), lengths[i::slots] or [1])
                                        for i in range(slots)))
         wall = time.monotonic() - start
         for browser in launched:
             await browser.close()
-    return {"steps": sum(steps), "wall_s": wall}
+    return {"steps": sum(steps), "resets": len(tasks), "wall_s": wall}
 
 
-def bench_raw(slots: int, browsers: int, episodes: int, clicks: int, seed: int) -> dict:
+def bench_raw(slots: int, browsers: int, episodes: int, lengths: list[int], seed: int) -> dict:
     """On a thread of its own: its event loop must not meet one already running here (a sync
     Playwright session keeps one in its thread)."""
     with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, _raw(slots, browsers, episodes, clicks, seed)).result()
+        return pool.submit(asyncio.run, _raw(slots, browsers, episodes, lengths, seed)).result()
 
 
 # -- webrl's loop with a policy that answers at once ---------------------------------------------
 @dataclass
 class InstantEngine:
-    """`clicks` clicks on seeded-random element ids of the observation's list, then stop()."""
+    """Episodes of a length drawn (seeded by the episode) from `lengths`: L - 1 clicks on
+    seeded-random element ids of the observation's list, then stop()."""
 
-    clicks: int = 2
+    lengths: tuple = (3,)
     seed: int = 0
 
     def act(self, requests):
@@ -127,8 +135,10 @@ class InstantEngine:
         out = []
         for r in requests:
             ids = [int(m) for m in re.findall(r"^\[(\d+)\]", r.observation.elements_text, re.M)]
+            episode = r.request_id.rsplit("/", 1)[0]  # "<group>/<member>/<turn>"
+            length = random.Random(f"{self.seed}:{episode}").choice(self.lengths)
             rng = random.Random(f"{self.seed}:{r.request_id}")
-            action = Action.click(rng.choice(ids)) if ids and len(r.history) < self.clicks else Action.stop()
+            action = Action.click(rng.choice(ids)) if ids and len(r.history) < length - 1 else Action.stop()
             out.append(Decision(parsed=action, response_text=action.to_compact(), prompt_ids=[1],
                                 response_ids=[2], logprobs=[-0.5]))
         return out
@@ -137,7 +147,7 @@ class InstantEngine:
         pass
 
 
-def bench_instant(slots: int, threads: int, episodes: int, clicks: int, seed: int, run_dir: Path) -> dict:
+def bench_instant(slots: int, threads: int, episodes: int, lengths: list[int], seed: int, run_dir: Path) -> dict:
     import ray
 
     from webrl.envs.worker import make_env_worker_actor
@@ -149,13 +159,14 @@ def bench_instant(slots: int, threads: int, episodes: int, clicks: int, seed: in
     try:
         env = make_env_worker_actor({"num_slots": slots, "threads": threads, "viewport": "640x480"}, num_cpus=1)
         ray.get(env.ping.remote(), timeout=300)
-        inference = ray.remote(num_cpus=0)(InferenceActor).remote(lambda: InstantEngine(clicks, seed))
-        config = RolloutConfig(group_size=2, max_turns=clicks + 1, screenshot="som")
+        inference = ray.remote(num_cpus=0)(InferenceActor).remote(lambda: InstantEngine(tuple(lengths), seed))
+        config = RolloutConfig(group_size=2, max_turns=max(lengths), screenshot="som")
         coordinator = RolloutCoordinator([(env, i) for i in range(slots)], [inference], config, seed=seed)
         coordinator.collect(make_tasks(max(1, slots // 2), seed + 10_000))  # warm-up: first loads
-        _, stats = coordinator.collect(make_tasks(episodes // 2, seed))
+        trajectories, stats = coordinator.collect(make_tasks(episodes // 2, seed))
         ray.get(env.close.remote(), timeout=120)
-        return {"steps": stats.env_steps, "wall_s": stats.wall_s, "dropped": stats.dropped}
+        return {"steps": stats.env_steps, "resets": len(trajectories), "wall_s": stats.wall_s,
+                "dropped": stats.dropped}
     finally:
         ray.shutdown()
 
@@ -171,8 +182,10 @@ def bench_job(threads: int, run_dir: Path) -> dict:
         raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if "iteration" in r and r.get("stage") is None]
+    lengths = [len(json.loads(line)["turns"]) for f in sorted(out.rglob("trajectories.jsonl"))
+               for line in f.read_text().splitlines() if line.strip()]
     return {"per_iteration": [r["env_steps_per_s"] for r in rl], "time_collect_s": [r["time_collect_s"] for r in rl],
-            "wall_s": time.monotonic() - start, "run_dir": str(out)}
+            "episode_lengths": lengths, "wall_s": time.monotonic() - start, "run_dir": str(out)}
 
 
 def main() -> int:
@@ -180,7 +193,8 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--threads", default="1,0", help="env.threads values of the webrl rows (0: the default)")
     parser.add_argument("--episodes", type=int, default=64, help="episodes per floor measurement")
-    parser.add_argument("--clicks", type=int, default=2)
+    parser.add_argument("--lengths", default="", help="steps per episode of the floors, comma-separated (cycled); "
+                        "default: the main job's own episodes (its first row), or 3 with --skip-job")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-job", action="store_true", help="floors only")
     parser.add_argument("--out", default="", help="folder for result.json")
@@ -188,25 +202,37 @@ def main() -> int:
     threads = [int(t) for t in args.threads.split(",")]
     run_dir = Path(tempfile.mkdtemp(prefix="webrl-collection-"))
     print(f"load average before: {loadavg()}", flush=True)
-    result = {"slots": args.slots, "episodes": args.episodes, "clicks": args.clicks, "rows": {}}
+    result = {"slots": args.slots, "episodes": args.episodes, "rows": {}}
     rows = result["rows"]
-    for browsers in sorted({1, args.slots}):
-        raw = bench_raw(args.slots, browsers, args.episodes, args.clicks, args.seed)
-        rows[f"raw Playwright, {browsers} browser(s)"] = {"steps_per_s": raw["steps"] / raw["wall_s"], **raw}
-    for t in threads:
-        r = bench_instant(args.slots, t, args.episodes, args.clicks, args.seed, run_dir)
-        rows[f"instant policy, env.threads={t}"] = {"steps_per_s": r["steps"] / r["wall_s"], **r}
-    if not args.skip_job:
+    lengths = [int(x) for x in args.lengths.split(",") if x]
+    if not args.skip_job:  # first: its episodes set the floors' steps per reset
         for t in threads:
             r = bench_job(t, run_dir)
+            steps = sum(r["episode_lengths"])
             rows[f"main job, env.threads={t}"] = {"steps_per_s": r["per_iteration"][-1], **r}
+            lengths = lengths or r["episode_lengths"]
+    lengths = lengths or [3]
+    result["floor_lengths"] = {"mean": sum(lengths) / len(lengths), "n": len(lengths)}
+    for browsers in sorted({1, args.slots}):
+        raw = bench_raw(args.slots, browsers, args.episodes, lengths, args.seed)
+        rows[f"raw Playwright, {browsers} browser(s)"] = {"steps_per_s": raw["steps"] / raw["wall_s"], **raw}
+    for t in threads:
+        r = bench_instant(args.slots, t, args.episodes, lengths, args.seed, run_dir)
+        rows[f"instant policy, env.threads={t}"] = {"steps_per_s": r["steps"] / r["wall_s"], **r}
+    for row in rows.values():
+        if "resets" in row:
+            row["steps_per_reset"] = row["steps"] / max(1, row["resets"])
+        elif "episode_lengths" in row:
+            row["steps_per_reset"] = sum(row["episode_lengths"]) / max(1, len(row["episode_lengths"]))
     floor = max(row["steps_per_s"] for name, row in rows.items() if name.startswith("raw"))
-    print(f"\n{args.slots} slots, widgets level 0, 640x480; load average after: {loadavg()}")
-    print(f"{'row':36s} {'env steps/s':>12s} {'vs the faster raw row':>22s}")
+    print(f"\n{args.slots} slots, widgets level 0, 640x480; floors replay {len(lengths)} episode lengths "
+          f"(mean {result['floor_lengths']['mean']:.2f} steps); load average after: {loadavg()}")
+    print(f"{'row':36s} {'env steps/s':>12s} {'steps/reset':>12s} {'vs the faster raw row':>22s}")
     for name, row in rows.items():
         extra = (" (iterations: " + ", ".join(f"{x:.2f}" for x in row["per_iteration"]) + ")"
                  if "per_iteration" in row else "")
-        print(f"{name:36s} {row['steps_per_s']:12.2f} {row['steps_per_s'] / floor:21.2f}x{extra}")
+        print(f"{name:36s} {row['steps_per_s']:12.2f} {row['steps_per_reset']:12.2f} "
+              f"{row['steps_per_s'] / floor:21.2f}x{extra}")
     result["load_average_after"] = loadavg()
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,8 @@ gen-2 pass on 2 cores), so a window holding one shows a p99 added latency near t
 (the "GC pause max" column says whether it did).
 
 About 35-45 s per point (actors start, 5 s warm-up, 20 s measured, drain), ~4 min for the five
-points; result.json and result.md land in --out (default runs/control_plane).
+points; result.json (written after every point; a rerun with the same settings and --out runs
+only the points it lacks) and result.md land in --out (default runs/control_plane).
 """
 from __future__ import annotations
 
@@ -444,19 +445,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    start_local_ray(os.cpu_count() or 2, str(out / "ray"), {"RAY_USAGE_STATS_ENABLED": "0"})
-    rows = []
+    settings = {k: v for k, v in vars(args).items() if k != "slots"}
+    saved = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
+    # resume: points of the same settings already in result.json are kept, not run again
+    rows = [row for row in saved.get("rows", []) if saved.get("settings") == settings and row["slots"] in args.slots]
+    todo = [slots for slots in args.slots if slots not in {row["slots"] for row in rows}]
+    if todo:
+        start_local_ray(os.cpu_count() or 2, str(out / "ray"), {"RAY_USAGE_STATS_ENABLED": "0"})
     try:
-        for slots in args.slots:
+        for slots in todo:
             point = PointConfig(slots, args.slots_per_worker, args.turns, args.group_size, args.seconds, args.warmup_s,
                                 args.step_median_s, args.step_p99_s, args.inference_workers, args.seed)
             rows.append(run_point(point))
             print(markdown_table(rows[-1:]).splitlines()[-1], flush=True)
+            (out / "result.json").write_text(json.dumps({"settings": settings, "cpus": os.cpu_count(), "rows": rows,
+                                                         "partial": True}, indent=1))
     finally:
-        import ray
+        if todo:
+            import ray
 
-        ray.shutdown()
-    settings = {k: v for k, v in vars(args).items() if k != "slots"}
+            ray.shutdown()
+    rows.sort(key=lambda row: args.slots.index(row["slots"]))
     best = max(rows, key=lambda row: row["steps_per_s"])
     verdict = "met" if best["steps_per_s"] >= TARGET_STEPS_PER_S else "not met"
     report = (f"{markdown_table(rows)}\n\nTarget: >= {TARGET_STEPS_PER_S:.0f} env steps/s sustained on "

@@ -14,7 +14,7 @@ def request(elements_text: str, turns: int, request_id: str = "g/0/0"):
 
 
 def test_instant_policy_clicks_listed_ids_then_stops():
-    engine = bench.InstantEngine(clicks=2, seed=0)
+    engine = bench.InstantEngine(lengths=(3,), seed=0)
     listed = "[3] button 'Go'\n[7] link 'Home'\n  [9] is not at a line start"
     first, second, third = engine.act([request(listed, 0), request(listed, 1), request(listed, 2)])
     assert first.parsed.kind == second.parsed.kind == "click"
@@ -26,7 +26,22 @@ def test_instant_policy_clicks_listed_ids_then_stops():
     assert engine.act([request(listed, 0, "g/1/0")])[0].parsed == engine.act([request(listed, 0, "g/1/0")])[0].parsed
 
 
+def test_instant_episodes_take_their_length_from_the_jobs_lengths():
+    """Each episode (group/member) draws one length L from the list: L - 1 clicks, then stop()."""
+    engine = bench.InstantEngine(lengths=(1, 4), seed=0)
+    listed = "[3] button 'Go'"
+    seen = set()
+    for member in range(12):
+        kinds = [engine.act([request(listed, t, f"g/{member}/{t}")])[0].parsed.kind for t in range(4)]
+        length = kinds.index("stop") + 1
+        assert length in (1, 4) and kinds[:length - 1] == ["click"] * (length - 1)
+        seen.add(length)
+    assert seen == {1, 4}  # both lengths drawn over 12 episodes
+
+
 @pytest.mark.browser
-def test_raw_floor_counts_each_click_and_the_stop():
-    out = bench.bench_raw(slots=2, browsers=1, episodes=2, clicks=2, seed=0)
-    assert out["steps"] == 6 and out["wall_s"] > 0  # 2 episodes x (2 clicks + stop): widgets pages list controls
+def test_raw_floor_replays_the_episode_lengths():
+    out = bench.bench_raw(slots=2, browsers=1, episodes=4, lengths=[3, 1], seed=0)
+    # slot 0 gets episodes 0 and 2 with lengths[0::2] = [3]; slot 1 episodes 1 and 3 with [1]:
+    # 3 + 3 + 1 + 1 = 8 steps (each L - 1 clicks and the stop), 4 resets
+    assert out["steps"] == 8 and out["resets"] == 4 and out["wall_s"] > 0

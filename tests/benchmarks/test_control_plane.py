@@ -1,4 +1,5 @@
 """benchmarks/control_plane.py: its statistics by hand, the stand-ins, and one small real run on Ray."""
+import json
 import math
 import tempfile
 
@@ -82,3 +83,32 @@ def test_a_small_real_run_counts_every_step_once(run_dir):
     assert 0 < row["steps_in_window"] <= row["total_steps"] and row["steps_per_s"] > 0
     assert row["added_p50_ms"] >= 0 and row["added_p99_ms"] >= row["added_p50_ms"]
     assert row["mean_batch"] >= 1 and row["tree_cpu_cores"] > 0 and row["driver_rss_mb"] > 0
+
+
+def test_points_are_saved_as_they_finish_and_a_rerun_runs_only_the_missing(tmp_path, monkeypatch):
+    import webrl.run.ray_local as ray_local
+
+    ran, stop_at = [], {32}
+
+    def fake_point(point):
+        ran.append(point.slots)
+        if point.slots in stop_at:
+            raise KeyboardInterrupt  # the session stops during this point
+        return {key: (1 if fmt == "{:d}" else 1.0) for key, _, fmt in bench.COLUMNS} | {"slots": point.slots,
+                                                                                       "steps_per_s": 1.0}
+
+    monkeypatch.setattr(bench, "run_point", fake_point)
+    monkeypatch.setattr(ray_local, "start_local_ray", lambda *a, **k: None)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--slots", "8", "32", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert [row["slots"] for row in saved["rows"]] == [8] and saved["partial"] is True
+    ran.clear()
+    stop_at.clear()
+    assert bench.main(["--slots", "8", "32", "--out", str(tmp_path)]) == 0
+    assert ran == [32]  # 8 was kept
+    final = json.loads((tmp_path / "result.json").read_text())
+    assert [row["slots"] for row in final["rows"]] == [8, 32] and "partial" not in final
+    ran.clear()
+    bench.main(["--slots", "8", "--turns", "3", "--out", str(tmp_path)])  # other settings: measured again
+    assert ran == [8]

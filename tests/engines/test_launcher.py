@@ -132,6 +132,7 @@ def test_server_flags_by_hand():
         "--seed", "0", "--limit-mm-per-prompt", '{"image": 2, "video": 0}',
         "--weight-transfer-config", '{"backend": "nccl"}',
         "--mm-processor-kwargs", '{"min_pixels": 3136, "max_pixels": 12544}']
+    assert "--enforce-eager" not in server_flags("vllm", eager=False)  # a server on a GPU keeps its CUDA graphs
     with pytest.raises(ValueError, match="'vllm', 'webrl' or 'sglang', got 'tgi'"):
         server_flags("tgi")
 

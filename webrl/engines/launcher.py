@@ -86,10 +86,10 @@ def launch_command(kind: str, model_path: str, port: int, host: str = "127.0.0.1
 def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env: str = "",
                  admin_api_key_env: str = "", hidden_states: bool = False,
                  environ: Optional[dict] = None, deterministic: bool = False, max_images: int = 8,
-                 dtype: str = "float32") -> list[str]:
+                 dtype: str = "float32", eager: bool = True) -> list[str]:
     """What a launched server must be told so that the run's requests mean the same there
-    (vllm: `webrl.engines.vllm_launch.vllm_flags`, with `max_images` screenshots per prompt and
-    the run's `dtype`; its seeds hold without a flag):
+    (vllm: `webrl.engines.vllm_launch.vllm_flags`, with `max_images` screenshots per prompt, the
+    run's `dtype`, and `eager` where the server has no GPU; its seeds hold without a flag):
 
     - image_pixels (min, max): the bounds the run's prompts count image tokens at; a server
       expanding an image at other bounds answers another prompt_tokens (an error). sglang:
@@ -107,7 +107,7 @@ def server_flags(kind: str, image_pixels: tuple[int, int] = (0, 0), api_key_env:
     if kind == "vllm":
         from webrl.engines.vllm_launch import vllm_flags
 
-        return vllm_flags(image_pixels, max_images, dtype)  # its key travels in its environment
+        return vllm_flags(image_pixels, max_images, dtype, eager)  # its key travels in its environment
     if kind == "webrl":
         out = [f"image_min_pixels={low}", f"image_max_pixels={high}"] if high else []
         out += [f"api_key_env={api_key_env}"] if api_key_env else []
@@ -385,7 +385,8 @@ def start_server_actors(config: Any, model_path: str, log_root: str | Path, plac
         str(Path(log_root) / f"server_{i}"), config.startup_timeout_s, config.max_restarts,
         dict(image_pixels=image_pixels, api_key_env=config.api_key_env, admin_api_key_env=config.admin_api_key_env,
              hidden_states=hidden_states, deterministic=deterministic,
-             **(dict(max_images=max_images, dtype=dtype) if config.launch == "vllm" else {})),
+             **(dict(max_images=max_images, dtype=dtype, eager=not config.gpus_per_server)
+                if config.launch == "vllm" else {})),
         getattr(config, "python", ""))
         for i in range(config.num_servers)]
     try:

@@ -17,7 +17,7 @@ the module `vllm serve` runs (the `vllm serve` script itself dies on the CPU bui
     --limit-mm-per-prompt '{"image": N, "video": 0}'              screenshots per prompt; no video
     --weight-transfer-config '{"backend": "nccl"}'   the NCCL weight-transfer routes (GPUs;
                                             learner.weight_sync.mode=collective)
-    --dtype (the run's model.dtype), --enforce-eager, --seed 0
+    --dtype (the run's model.dtype), --seed 0, --enforce-eager (servers without GPUs only)
     --middleware webrl_vllm_guard.KeyOnEveryRoute   beyond loopback only: a key on every route
 Environment: VLLM_SERVER_DEV_MODE=1 (the pause / reload / cache / version routes), the key (when
 rollout.server.api_key_env names one) as VLLM_API_KEY and as the guard's WEBRL_VLLM_GUARD_KEY,
@@ -83,11 +83,14 @@ def vllm_command(python: str, model_path: str, port: int, host: str = "127.0.0.1
             *map(str, args)]
 
 
-def vllm_flags(image_pixels: tuple[int, int] = (0, 0), max_images: int = 8, dtype: str = "float32") -> list[str]:
+def vllm_flags(image_pixels: tuple[int, int] = (0, 0), max_images: int = 8, dtype: str = "float32",
+               eager: bool = True) -> list[str]:
     """The flags a run's server needs (before `launch_args`, so a user's own flag comes last;
     --max-model-len is the checkpoint's unless launch_args say otherwise). The key travels in the
-    environment (`vllm_environment`), not in the process list."""
-    out = ["--enable-scale-out", "--logprobs-mode", "processed_logprobs", "--dtype", dtype, "--enforce-eager",
+    environment (`vllm_environment`), not in the process list. `eager` (servers without a GPU):
+    --enforce-eager, no graph capture or compilation at start-up; on GPUs vLLM's CUDA graphs stay."""
+    out = ["--enable-scale-out", "--logprobs-mode", "processed_logprobs", "--dtype", dtype,
+           *(["--enforce-eager"] if eager else []),
            "--seed", "0", "--limit-mm-per-prompt", json.dumps({"image": max_images, "video": 0}),
            "--weight-transfer-config", json.dumps({"backend": "nccl"})]
     low, high = image_pixels

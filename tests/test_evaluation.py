@@ -108,7 +108,7 @@ def test_evaluator_without_tasks_does_nothing_and_sampling_needs_a_coordinator(t
 
 
 def test_sign_test_and_paired_changes_by_hand():
-    from webrl.evaluation.summary import paired_changes, sign_test
+    from webrl.evaluation.summary import PairedChange, paired_changes, sign_test
 
     assert sign_test(0, 0) == 1.0
     assert sign_test(5, 0) == pytest.approx(2 / 32) == sign_test(0, 5)
@@ -118,19 +118,40 @@ def test_sign_test_and_paired_changes_by_hand():
     after = {"outcomes": [["a", 1.0], ["b", 0.0], ["c", 1.0], ["d", 1.0]],
              "sampled": [["a", 0.5], ["b", 1.0], ["c", 0.25], ["d", None]]}
     # greedy: a, c up, b down, d unscored before; sampled: a up, b tie, c down, d unscored after
-    assert paired_changes(before, after) == {"greedy": (2, 1), "sampled": (1, 1)}
-    assert paired_changes({"outcomes": before["outcomes"]}, after) == {"greedy": (2, 1)}
-    assert paired_changes(before, {"outcomes": [["z", 1.0]] * 4}) == {"greedy": (0, 0)}  # other tasks: nothing paired
+    assert paired_changes(before, after) == {"greedy": PairedChange(2, 1, (1.0, -1.0, 1.0)),
+                                             "sampled": PairedChange(1, 1, (0.25, 0.0, -0.25))}
+    assert paired_changes({"outcomes": before["outcomes"]}, after) == {"greedy": PairedChange(2, 1, (1.0, -1.0, 1.0))}
+    assert paired_changes(before, {"outcomes": [["z", 1.0]] * 4}) == {"greedy": PairedChange(0, 0, ())}
+
+
+def test_permutation_test_by_hand():
+    from webrl.evaluation.summary import permutation_p, sign_test
+
+    assert permutation_p([]) == permutation_p([0.0, 0.0]) == 1.0
+    # 0/1 outcomes: the sign test exactly (zeros leave both)
+    for up, down in [(5, 0), (6, 2), (3, 3), (7, 1)]:
+        assert permutation_p([1.0] * up + [-1.0] * down + [0.0] * 4) == pytest.approx(sign_test(up, down))
+    # magnitudes count. Changes +0.75, +0.5, -0.25 (sum +1.0); the 8 sign flips sum to +-1.5,
+    # +-1.0, +-0.5, 0, 0: |sum| >= 1.0 in 4 of 8 -> p = 0.5
+    assert permutation_p([0.75, 0.5, -0.25]) == pytest.approx(4 / 8)
+    # four tasks +0.75 and one -0.25 (sum 2.75): the 0.75s sum to 3 with all signs +, -3 with
+    # all -, else |.| <= 1.5; only those two, each with either sign of 0.25, reach |sum| >= 2.75:
+    # 4 of 32 -> p = 0.125, where the counts alone (4 up, 1 down) give the sign test's 0.375
+    assert permutation_p([0.75] * 4 + [-0.25]) == pytest.approx(4 / 32)
+    assert sign_test(4, 1) == pytest.approx(2 * 6 / 32)
 
 
 def test_before_after_table_says_within_or_beyond_noise():
-    from webrl.evaluation.summary import before_after_table
+    from webrl.evaluation.summary import PairedChange, before_after_table
 
     text = before_after_table({"success": 0.25, "success_sampled": 0.2}, {"success": 0.5, "success_sampled": 0.6},
-                              {"greedy": (3, 1), "sampled": (9, 0)})
+                              {"greedy": PairedChange(3, 1, (1.0, 1.0, 1.0, -1.0, 0.0)),
+                               "sampled": PairedChange(9, 0, (0.5,) * 9)})
     lines = text.splitlines()
-    assert lines[-2] == f"change, greedy: 3 tasks up, 1 down, paired sign test p = {2 * 5 / 16:.3f}: within noise"
-    assert lines[-1] == f"change, sampled: 9 tasks up, 0 down, paired sign test p = {2 / 512:.3f}: beyond noise (p < 0.05)"
+    assert lines[-2] == (f"change, greedy: 3 tasks up, 1 down (mean change +40.0 points), paired permutation test "
+                         f"p = {2 * 5 / 16:.3f}: within noise")
+    assert lines[-1] == (f"change, sampled: 9 tasks up, 0 down (mean change +50.0 points), paired permutation test "
+                         f"p = {2 / 512:.3f}: beyond noise (p < 0.05)")
     assert "change" not in before_after_table({"success": 0.25}, {"success": 0.5})
 
 

@@ -364,7 +364,8 @@ def test_the_loop_collects_scores_credits_updates_syncs_and_checkpoints_without_
     assert evals == ["before", "after"] and results["before"] is not None and results["after"] is not None
     out = capsys.readouterr().out
     assert "held-out success (greedy)" in out and actors.closed
-    assert re.search(r"^change, greedy: \d+ tasks up, \d+ down, paired sign test p = [01]\.\d{3}: (within|beyond) noise", out, re.M)
+    assert re.search(r"^change, greedy: \d+ tasks up, \d+ down \(mean change [+-]\d+\.\d points\), paired permutation "
+                     r"test p = [01]\.\d{3}: (within|beyond) noise", out, re.M)
 
 
 def test_balanced_rollout_plans_group_sizes_and_keeps_its_estimates_in_checkpoints(tmp_path, monkeypatch):

@@ -3,7 +3,8 @@
     summarize(tasks, trajectories)  -> EvalSummary  (success overall and per site/level)
     success_table(summary)          -> the per-site/level table `webrl eval` prints
     before_after_table(a, b, paired) -> the table `Trainer.fit` prints
-    paired_changes(ra, rb)          -> tasks up / down between two evaluations' outcome records
+    paired_changes(ra, rb)          -> tasks up / down and each task's change between two evaluations
+    permutation_p(diffs)            -> the exact paired permutation test's p (the table's verdict)
     sign_test(up, down)             -> the two-sided exact sign test's p
     export_om2w(trajectories, dir)  -> the Online-Mind2Web v2 result folders (reward/om2w.py)
     EndpointEngineFactory           -> an inference engine over an OpenAI-compatible server
@@ -21,7 +22,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 from webrl.types import Trajectory
 
@@ -70,7 +71,7 @@ def success_table(summary: EvalSummary, title: str = "success (greedy)") -> str:
 
 
 NOISE_P = 0.05
-"""A change whose paired sign test has p at or above this is printed as within noise."""
+"""A change whose paired permutation test has p at or above this is printed as within noise."""
 
 
 def sign_test(up: int, down: int) -> float:
@@ -84,23 +85,63 @@ def sign_test(up: int, down: int) -> float:
     return min(1.0, 2 * sum(comb(n, i) for i in range(k, n + 1)) / 2 ** n)
 
 
-def paired_changes(before: dict, after: dict) -> dict[str, tuple[int, int]]:
-    """{"greedy": (up, down)} and, when both sampled, {"sampled": (up, down)}: task i of `after`
+class PairedChange(NamedTuple):
+    """Tasks scored in both evaluations: how many rose, how many fell, and each task's change
+    (after - before: 0/1 outcomes greedy, per-task means over the samples when sampled)."""
+
+    up: int
+    down: int
+    diffs: tuple[float, ...]
+
+
+def paired_changes(before: dict, after: dict) -> dict[str, PairedChange]:
+    """{"greedy": PairedChange} and, when both sampled, {"sampled": ...}: task i of `after`
     against task i of `before` (two evaluations' eval_outcomes.jsonl records, which draw the
     same tasks in the same order), counting only tasks scored in both."""
     out = {}
     for name, key in (("greedy", "outcomes"), ("sampled", "sampled")):
         if before.get(key) and after.get(key):
             pairs = [(a[1], b[1]) for a, b in zip(before[key], after[key]) if a[0] == b[0] and None not in (a[1], b[1])]
-            out[name] = (sum(a < b for a, b in pairs), sum(a > b for a, b in pairs))
+            out[name] = PairedChange(sum(a < b for a, b in pairs), sum(a > b for a, b in pairs),
+                                     tuple(b - a for a, b in pairs))
     return out
 
 
-def noise_line(name: str, up: int, down: int) -> str:
-    """`name`: tasks up / down, the sign test's p and whether that is within noise."""
-    p = sign_test(up, down)
+def permutation_p(diffs: Sequence[float]) -> float:
+    """Two-sided exact paired permutation (sign-flip) test of the per-task changes `diffs`: the
+    share of the 2^n ways of flipping their signs whose sum is at least as far from 0 as the
+    observed one (a task's before and after are exchangeable under no effect). It weighs how far
+    each task moved, so a sampled change of 0.75 counts for more than one of 0.25; with 0/1
+    outcomes it equals the sign test. Exact: the changes are rationals (means over a few samples),
+    summed as integers over their common denominator; 1.0 when nothing changed."""
+    from fractions import Fraction
+    from math import lcm
+
+    fracs = [Fraction(d).limit_denominator(10_000) for d in diffs]
+    fracs = [f for f in fracs if f != 0]
+    if not fracs:
+        return 1.0
+    scale = lcm(*(f.denominator for f in fracs))
+    ints = [abs(int(f * scale)) for f in fracs]
+    observed = abs(sum(int(f * scale) for f in fracs))
+    counts = {0: 1}  # sum of the signed magnitudes -> how many sign assignments give it
+    for v in ints:
+        nxt: dict[int, int] = {}
+        for total, c in counts.items():
+            nxt[total + v] = nxt.get(total + v, 0) + c
+            nxt[total - v] = nxt.get(total - v, 0) + c
+        counts = nxt
+    return min(1.0, sum(c for total, c in counts.items() if abs(total) >= observed) / 2 ** len(ints))
+
+
+def noise_line(name: str, change: PairedChange) -> str:
+    """`name`: tasks up / down, the mean change per task, the paired permutation test's p and
+    whether that is within noise."""
+    p = permutation_p(change.diffs)
     verdict = "within noise" if p >= NOISE_P else f"beyond noise (p < {NOISE_P})"
-    return f"{name}: {up} tasks up, {down} down, paired sign test p = {p:.3f}: {verdict}"
+    mean = sum(change.diffs) / len(change.diffs) if change.diffs else 0.0
+    return (f"{name}: {change.up} tasks up, {change.down} down (mean change {100 * mean:+.1f} points), "
+            f"paired permutation test p = {p:.3f}: {verdict}")
 
 
 def before_after_table(before: Optional[dict], after: Optional[dict],
@@ -120,8 +161,8 @@ def before_after_table(before: Optional[dict], after: Optional[dict],
         def sampled(r):
             return f"{100 * r['success_sampled']:5.1f}%" if r and "success_sampled" in r else "   -  "
         rows.append(f"{'overall, sampled':<30} {sampled(before):>7} {sampled(after):>8}")
-    for name, (up, down) in (paired or {}).items():
-        rows.append(noise_line(f"change, {name}", up, down))
+    for name, change in (paired or {}).items():
+        rows.append(noise_line(f"change, {name}", change))
     return "\n".join(rows)
 
 

@@ -61,7 +61,7 @@ class RunLog:
             print("webrl " + " ".join(f"{k}={fmt(v)}" for k, v in metrics.items() if k != "time"))
 
     def before_after(self, before: Optional[dict], after: Optional[dict],
-                     paired: Optional[dict[str, tuple[int, int]]] = None) -> str:
+                     paired: Optional[dict] = None) -> str:
         """The held-out before/after table (`before_after_table`), also sent to the trackers
         (rows [key, before, after] and the text); returns the text to print."""
         text = before_after_table(before, after, paired)

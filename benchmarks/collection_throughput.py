@@ -19,7 +19,8 @@ Rows, all on the sandbox "widgets" level-0 tasks at 640x480 with N env slots (de
 Fair floors (issue #53): the main job runs first, and both floors replay its own episodes'
 lengths (steps per reset, read from its trajectory log; cycled), so a reset is spread over as
 many steps in every row; each row also prints its steps per reset. `--lengths` gives them by
-hand (with --skip-job the default is 3).
+hand (with --skip-job the default is 3). Each row is written to `<out>/result.json` as it is
+measured, and a rerun with the same settings and --out measures only the rows it lacks.
 
 The webrl rows run once per `--threads` value (env.threads: browsers of the env worker; 0 is
 the default, one browser per slot up to 4). Every row prints env steps/s and its ratio to the faster
@@ -188,7 +189,17 @@ def bench_job(threads: int, run_dir: Path) -> dict:
             "episode_lengths": lengths, "wall_s": time.monotonic() - start, "run_dir": str(out)}
 
 
-def main() -> int:
+def job_row(r: dict) -> dict:
+    """A main-job row's rate: its last RL iteration's env steps/s."""
+    return {"steps_per_s": r["per_iteration"][-1], **r}
+
+
+def rate_row(r: dict) -> dict:
+    """A floor row's rate: its steps over its wall time."""
+    return {"steps_per_s": r["steps"] / r["wall_s"], **r}
+
+
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--threads", default="1,0", help="env.threads values of the webrl rows (0: the default)")
@@ -198,27 +209,39 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-job", action="store_true", help="floors only")
     parser.add_argument("--out", default="", help="folder for result.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     run_dir = Path(tempfile.mkdtemp(prefix="webrl-collection-"))
     print(f"load average before: {loadavg()}", flush=True)
-    result = {"slots": args.slots, "episodes": args.episodes, "rows": {}}
+    settings = {"slots": args.slots, "episodes": args.episodes, "lengths": args.lengths, "seed": args.seed}
+    out = Path(args.out) if args.out else None
+    saved = json.loads((out / "result.json").read_text()) if out and (out / "result.json").is_file() else {}
+    # resume: rows of the same settings already in result.json are kept, not measured again
+    result = {**settings, "rows": dict(saved.get("rows", {})) if saved.get("settings") == settings else {},
+              "settings": settings}
     rows = result["rows"]
+
+    def measured(name: str, measure) -> dict:
+        if name not in rows:
+            rows[name] = measure()
+            if out:
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "result.json").write_text(json.dumps({**result, "partial": True}, indent=1))
+        return rows[name]
+
     lengths = [int(x) for x in args.lengths.split(",") if x]
     if not args.skip_job:  # first: its episodes set the floors' steps per reset
         for t in threads:
-            r = bench_job(t, run_dir)
-            steps = sum(r["episode_lengths"])
-            rows[f"main job, env.threads={t}"] = {"steps_per_s": r["per_iteration"][-1], **r}
+            r = measured(f"main job, env.threads={t}", lambda t=t: job_row(bench_job(t, run_dir)))
             lengths = lengths or r["episode_lengths"]
     lengths = lengths or [3]
     result["floor_lengths"] = {"mean": sum(lengths) / len(lengths), "n": len(lengths)}
     for browsers in sorted({1, args.slots}):
-        raw = bench_raw(args.slots, browsers, args.episodes, lengths, args.seed)
-        rows[f"raw Playwright, {browsers} browser(s)"] = {"steps_per_s": raw["steps"] / raw["wall_s"], **raw}
+        measured(f"raw Playwright, {browsers} browser(s)",
+                 lambda b=browsers: rate_row(bench_raw(args.slots, b, args.episodes, lengths, args.seed)))
     for t in threads:
-        r = bench_instant(args.slots, t, args.episodes, lengths, args.seed, run_dir)
-        rows[f"instant policy, env.threads={t}"] = {"steps_per_s": r["steps"] / r["wall_s"], **r}
+        measured(f"instant policy, env.threads={t}",
+                 lambda t=t: rate_row(bench_instant(args.slots, t, args.episodes, lengths, args.seed, run_dir)))
     for row in rows.values():
         if "resets" in row:
             row["steps_per_reset"] = row["steps"] / max(1, row["resets"])
@@ -234,9 +257,9 @@ def main() -> int:
         print(f"{name:36s} {row['steps_per_s']:12.2f} {row['steps_per_reset']:12.2f} "
               f"{row['steps_per_s'] / floor:21.2f}x{extra}")
     result["load_average_after"] = loadavg()
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "result.json").write_text(json.dumps(result, indent=1))
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "result.json").write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -45,3 +45,41 @@ def test_raw_floor_replays_the_episode_lengths():
     # slot 0 gets episodes 0 and 2 with lengths[0::2] = [3]; slot 1 episodes 1 and 3 with [1]:
     # 3 + 3 + 1 + 1 = 8 steps (each L - 1 clicks and the stop), 4 resets
     assert out["steps"] == 8 and out["resets"] == 4 and out["wall_s"] > 0
+
+
+def test_rows_are_saved_as_they_are_measured_and_a_rerun_measures_only_the_missing(tmp_path, monkeypatch):
+    calls = []
+
+    def job(threads, run_dir):
+        calls.append(("job", threads))
+        return {"per_iteration": [1.0, 2.0], "episode_lengths": [2, 3]}
+
+    def raw(slots, browsers, episodes, lengths, seed):
+        calls.append(("raw", browsers, tuple(lengths)))
+        if browsers == 2:
+            raise KeyboardInterrupt  # the session stops during the second floor
+        return {"steps": 10, "resets": 4, "wall_s": 2.0}
+
+    def instant(slots, threads, episodes, lengths, seed, run_dir):
+        calls.append(("instant", threads))
+        return {"steps": 8, "resets": 4, "wall_s": 2.0}
+
+    monkeypatch.setattr(bench, "bench_job", job)
+    monkeypatch.setattr(bench, "bench_raw", raw)
+    monkeypatch.setattr(bench, "bench_instant", instant)
+    argv = ["--slots", "2", "--threads", "0", "--out", str(tmp_path)]
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(argv)
+    import json
+
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert list(saved["rows"]) == ["main job, env.threads=0", "raw Playwright, 1 browser(s)"] and saved["partial"]
+    assert calls == [("job", 0), ("raw", 1, (2, 3)), ("raw", 2, (2, 3))]  # the floors replay the job's lengths
+    calls.clear()
+    monkeypatch.setattr(bench, "bench_raw", lambda *a: calls.append(("raw", a[1])) or {"steps": 12, "resets": 4,
+                                                                                          "wall_s": 2.0})
+    assert bench.main(argv) == 0
+    assert calls == [("raw", 2), ("instant", 0)]  # the job and the first floor were kept
+    final = json.loads((tmp_path / "result.json").read_text())
+    assert final["rows"]["raw Playwright, 2 browser(s)"]["steps_per_s"] == 6.0 and "partial" not in final
+    assert final["rows"]["main job, env.threads=0"]["steps_per_reset"] == 2.5  # (2 + 3) / 2 episodes

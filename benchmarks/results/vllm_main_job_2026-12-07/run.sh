@@ -12,6 +12,10 @@
 #                           run setting up .venv and .venv-vllm from scratch (966 s in all; the
 #                           second 767 s), same seed: identical tables (14.6% -> 10.4%, 2 up,
 #                           4 down, p = 0.688) and identical iteration metrics apart from times:
+#   fresh_clone_final_a.log, fresh_clone_final_b.log   the same at f4d2ee6 (after the NCCL
+#                           transfer, the guard and the permutation-test verdict), the first run
+#                           setting up both venvs (778 s), the second 661 s: identical tables
+#                           (14.6% -> 10.4%, 2 up, 4 down, permutation p = 0.688) and metrics:
 #       d=$(mktemp -d) && git clone -q . "$d/a" && cd "$d/a" && \
 #           bash run.sh example --config vllm run.output_dir=$d/runs_a     # then again with runs_b
 cd "$(dirname "$0")/../../.."

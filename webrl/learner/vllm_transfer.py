@@ -19,7 +19,7 @@ warm-up handshake (a one-element float32 all-reduce) before anything else.
 resets, version stamp, resume): POST /start_weight_update; POST /update_weights {"update_info":
 {"names", "dtype_names", "shapes"}} in a thread while rank 0 broadcasts every tensor in that order,
 one NCCL broadcast each (vLLM's unpacked mode: the worker receives each into a fresh tensor and
-calls `model.load_weights([(name, tensor)])`); POST /finish_weight_update {"weight_version": V}.
+calls `model.load_weights([(name, tensor)])`); POST /finish_weight_update (the version is stamped once, by `paused`, after the cache resets).
 Names are checkpoint names (`checkpoint_name`), as for SGLang. Only trainable tensors travel: a
 layer that receives none keeps its tensors (vLLM's layerwise reload logs "Failed to load weights"
 for it and places its old tensors back).
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -77,13 +77,12 @@ class VLLMTargets:
 
         return ServerHTTP(self.urls, self.timeout_s, env_key(self.api_key_env))
 
-    def _each(self, http: Any, fn: Callable[[str], Any]) -> Callable[[], list]:
-        """fn(url) for every server in threads; returns a function that waits and raises the first error."""
+    def _each(self, fn: Callable[[str], Any]) -> list[Future]:
+        """fn(url) for every server, each in a thread of its own (wait with `_results`)."""
         pool = ThreadPoolExecutor(len(self.urls), thread_name_prefix="webrl-vllm-weights")
         futures = [pool.submit(fn, url) for url in self.urls]
         pool.shutdown(wait=False)
-        self._pending = futures
-        return lambda: [f.result() for f in futures]
+        return futures
 
     def connect(self, device: torch.device, library: str = "") -> Any:
         """Form the group (blocks until every server's workers have joined); returns rank 0's `NcclComm`."""
@@ -95,12 +94,15 @@ class VLLMTargets:
         offsets, _, world = self.members()
         http = self._http()
         by_url = dict(zip(self.urls, offsets))
-        answers = self._each(http, lambda url: http.post(url, "/init_weight_transfer_engine", {
-            "init_info": nccl_init_info(encode_unique_id(uid), by_url[url], world)}))
-        _fail_fast(self._pending)
-        comm = NcclComm(lib, uid, 0, world, device)
-        comm.all_reduce(torch.zeros(1, dtype=torch.float32, device=device))  # vLLM's warm-up handshake
-        answers()
+        try:
+            joins = self._each(lambda url: http.post(url, "/init_weight_transfer_engine", {
+                "init_info": nccl_init_info(encode_unique_id(uid), by_url[url], world)}))
+            _fail_fast(joins)
+            comm = NcclComm(lib, uid, 0, world, device)
+            comm.all_reduce(torch.zeros(1, dtype=torch.float32, device=device))  # vLLM's warm-up handshake
+            _results(joins)
+        finally:
+            http.close()
         return comm
 
     def send(self, comm: Any, named_tensors: Iterable[tuple[str, torch.Tensor]],
@@ -114,44 +116,58 @@ class VLLMTargets:
         t0, http, label = time.monotonic(), self._http(), str(self.weight_version or "")
         info = nccl_update_info([checkpoint_name(s.name) for s in specs], [s.dtype for s in specs],
                                 [list(s.shape) for s in specs])
-        with ExitStack() as stack:
+        try:
+            # `paused` resets the caches and stamps `label` once every server has finished
+            with ExitStack() as stack:
+                for url in self.urls:
+                    stack.enter_context(paused(http, url, label))
+                _results(self._each(lambda url: http.post(url, "/start_weight_update", {})))
+                updates = self._each(lambda url: http.post(url, "/update_weights", {"update_info": info}))
+                try:
+                    _fail_fast(updates)
+                    total = _broadcast_all(comm, named_tensors, specs)
+                    _results(updates)
+                except BaseException:
+                    self._end_sessions(http, updates)
+                    raise VLLMTransferError(
+                        f"the NCCL weight transfer to {', '.join(self.urls)} failed; vLLM 0.32.0 leaves a worker "
+                        f"whose update failed after /start_weight_update without its weights (its layers stay on "
+                        f"the meta device and its next generation kills the engine core), so the run stops here: "
+                        f"resume from the last checkpoint (the servers are launched again)") from sys.exc_info()[1]
+                _results(self._each(lambda url: http.post(url, "/finish_weight_update", {})))
             for url in self.urls:
-                stack.enter_context(paused(http, url, label))
-            self._each(http, lambda url: http.post(url, "/start_weight_update", {}))()
-            answers = self._each(http, lambda url: http.post(url, "/update_weights", {"update_info": info}))
-            updates = self._pending
-            try:
-                _fail_fast(updates)
-                total = _broadcast_all(comm, named_tensors, specs)
-                answers()
-            except BaseException:
-                # a worker whose update failed has ended its session itself (vLLM's gpu_worker
-                # `update_weights`); one that answered or never got the request is finished here, so
-                # none stays mid-update (not while a worker may sit in an NCCL call: it would hang)
-                if all(f.done() for f in updates):
-                    for url, f in zip(self.urls, updates):
-                        if f.exception() is None:
-                            try:
-                                http.post(url, "/finish_weight_update", {})
-                            except Exception:  # noqa: BLE001 - the first error is the one to report
-                                pass
-                raise VLLMTransferError(
-                    f"the NCCL weight transfer to {', '.join(self.urls)} failed; vLLM 0.32.0 leaves a worker whose "
-                    f"update failed after /start_weight_update without its weights (its layers stay on the meta "
-                    f"device and its next generation kills the engine core), so the run stops here: resume from "
-                    f"the last checkpoint (the servers are launched again)") from sys.exc_info()[1]
-            self._each(http, lambda url: http.post(url, "/finish_weight_update", {"weight_version": label}))()
-        for url in self.urls:
-            read_version(http, url, expect=label)
+                read_version(http, url, expect=label)
+        finally:
+            http.close()
         return {"buckets": float(len(specs)), "bytes": float(total), "seconds": time.monotonic() - t0}
+
+    def _end_sessions(self, http: Any, updates: list[Future]) -> None:
+        """After a failed update: a worker whose update failed has ended its session itself (vLLM's
+        gpu_worker `update_weights`); one whose update answered is finished here, so none stays
+        mid-update. Not while any worker may sit in an NCCL call: the finish would wait behind it."""
+        if not all(f.done() for f in updates):
+            return
+        for url, f in zip(self.urls, updates):
+            if f.exception() is None:
+                try:
+                    http.post(url, "/finish_weight_update", {})
+                except Exception:  # noqa: BLE001 - the first error is the one to report
+                    pass
 
     def destroy_group(self) -> None:
         """Best effort: the servers leave the group (errors ignored: the run is ending)."""
+        http = self._http()
         try:
-            http = self._http()
-            self._each(http, lambda url: http.post(url, "/shutdown_weight_transfer_engine", {}))()
+            _results(self._each(lambda url: http.post(url, "/shutdown_weight_transfer_engine", {})))
         except Exception:  # noqa: BLE001
             pass
+        finally:
+            http.close()
+
+
+def _results(futures: list[Future]) -> list:
+    """Wait for every future; the first error is raised."""
+    return [f.result() for f in futures]
 
 
 def _broadcast_all(comm: Any, named_tensors: Iterable[tuple[str, torch.Tensor]],

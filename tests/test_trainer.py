@@ -226,16 +226,15 @@ def test_smoke_run_as_a_ray_job_checkpoints_resumes_and_writes_the_viewer(tmp_pa
     assert [r["policy_version"] for r in rl] == [1.0, 2.0, 3.0]
     assert all(r["staleness"] == 0.0 for r in rl)
 
-    # one seed, one run: the job's RL stage (2 iterations, on the job's cluster) resumed to 3
-    # equals a plain local RL run of the same seed straight to 3 from the job's SFT result (its own
-    # Ray, no evaluation: evaluation draws nothing the training reads), in every iteration's
-    # metrics but timings, every logged trajectory's tokens and checker reward, and the final
-    # weights, bit for bit. (Starting from the SFT folder skips a second demos + SFT stage, about
-    # 30 s of the suite; that the SFT stage repeats itself is shown by two whole default runs,
-    # benchmarks/results/reproducibility_2026-12-04.)
-    straight = _run(tmp_path / "straight", "trainer.iterations=3", "tasks.eval_tasks=0", "trainer.stages=[rl]",
-                    f"model.path={folder / 'sft' / 'hf'}")
+    # one seed, one run: the job (demonstrations, SFT, 2 RL iterations on the job's cluster,
+    # resumed to 3) equals a plain local run of the same seed straight through demonstrations, SFT
+    # and 3 RL iterations (its own Ray, no evaluation: evaluation draws nothing the training reads):
+    # the same SFT weights, every iteration's metrics but timings, every logged trajectory's tokens
+    # and checker reward, and the same final weights, bit for bit
+    straight = _run(tmp_path / "straight", "trainer.iterations=3", "tasks.eval_tasks=0")
     assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr[-3000:]
+    sft = "sft/hf/model.safetensors"
+    assert (folder / sft).read_bytes() == (tmp_path / "straight" / sft).read_bytes()
     assert _outcomes(folder) == _outcomes(tmp_path / "straight")
     final = "checkpoints/step-00000003/hf/model.safetensors"
     assert (folder / final).read_bytes() == (tmp_path / "straight" / final).read_bytes()
@@ -541,3 +540,54 @@ def test_train_exits_non_zero_when_an_evaluation_dropped_everything_and_logs_sco
               .splitlines()]
     # the rollout's 2 trajectories, scored by the checker: reward == the checker's task reward
     assert len(logged) == 2 and all(t["reward"] == t["info"]["task_reward"] is not None for t in logged)
+
+
+class ScriptedEvaluator:
+    """Stands in for the run's Evaluator: evaluation k returns the k-th scripted record (greedy
+    0/1 outcomes and sampled means per task), in the order the trainer asks for them."""
+
+    def __init__(self, records):
+        self.records, self.labels = list(records), []
+
+    def evaluate(self, label, iteration):
+        from webrl.evaluation.evaluator import Evaluation
+
+        greedy, sampled = self.records[len(self.labels)]
+        self.labels.append(label)
+        record = {"label": label, "iteration": iteration, "outcomes": [[f"t{i}", v] for i, v in enumerate(greedy)],
+                  "sampled": [[f"t{i}", v] for i, v in enumerate(sampled)]}
+        metrics = {"success": sum(greedy) / len(greedy), "per_site_level": {}, "tasks": len(greedy),
+                   "success_sampled": sum(sampled) / len(sampled)}
+        return Evaluation(metrics=metrics, record=record)
+
+
+def test_the_table_pairs_the_evaluation_before_rl_with_the_last_one(tmp_path, capsys):
+    """The change lines compare the evaluation before RL with the last one, task by task. Each
+    wrong pairing prints different counts here: before with itself 0 up / 0 down, the two swapped
+    1 up / 2 down, before with the middle evaluation 3 up / 0 down, the middle with the last
+    0 up / 2 down; the sampled line likewise."""
+    from webrl.run.trainer import Trainer
+
+    config = load_config(WebRLConfig, None, [f"run.run_dir={tmp_path}", "trainer.iterations=2", "trainer.eval_every=1",
+                                              "tasks.tasks_per_iteration=2", "rollout.group_size=2",
+                                              "tasks.eval_tasks=4", "trainer.checkpoint_every=2"])
+    evaluator = ScriptedEvaluator([
+        ((0, 0, 1, 0), (0.25, 0.5, 0.75, 0.0)),   # before
+        ((1, 1, 1, 1), (1.0, 1.0, 1.0, 1.0)),     # after iteration 1 (a distractor)
+        ((1, 0, 0, 1), (0.75, 0.5, 0.25, 0.5)),   # after iteration 2: the last
+    ])
+
+    class ScriptedTrainer(Trainer):
+        def start_actors(self, **kw):
+            super().start_actors(**kw)
+            self.parts.evaluator = evaluator
+
+    ScriptedTrainer(config, actors=LocalActors()).fit()
+    assert evaluator.labels == ["before", "iteration 1", "iteration 2"]  # the last one is reused as "after"
+    out = capsys.readouterr().out
+    # greedy changes per task (last - before): +1, 0, -1, +1 -> 2 up, 1 down, mean +0.25; the
+    # sign-flip test over (+1, -1, +1): every one of the 8 flips sums to an odd number, so p = 1
+    assert "change, greedy: 2 tasks up, 1 down (mean change +25.0 points), paired permutation test p = 1.000" in out
+    # sampled: +0.5, 0, -0.5, +0.5 -> 2 up, 1 down, mean +0.125; flips of (+.5, -.5, +.5): p = 1
+    assert "change, sampled: 2 tasks up, 1 down (mean change +12.5 points)" in out
+    assert re.search(r"^overall\s+25\.0%\s+50\.0%$", out, re.M)  # the table's two columns: before, last

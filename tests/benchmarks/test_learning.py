@@ -29,14 +29,17 @@ def _run_folder(path, before, after, greedy=(0.5, 0.75)):
 
 
 def test_summary_by_hand(lb, tmp_path):
-    # 13 tasks: 11 rise by 0.25, 1 falls by 0.25, 1 ties; one all-dropped task is left out
+    # 13 tasks: 11 rise by 0.25, 1 falls by 0.25, 1 ties; one task all dropped before RL leaves
+    # the pairs (it would add 1.0 to an unpaired "after" mean, as the curve's point shows)
     before = [[f"t{i}", 0.25] for i in range(13)] + [["gone", None]]
     after = [[f"t{i}", 0.5] for i in range(11)] + [["t11", 0.0], ["t12", 0.25], ["gone", 1.0]]
     s = lb.summarize("grpo", 3, _run_folder(tmp_path / "r", before, after), cpu_s=900.0, wall_s=600.0)
     assert s["sampled"] == [(0, 0.25), (16, pytest.approx((11 * 0.5 + 0.0 + 0.25 + 1.0) / 14))]
     assert (s["up"], s["down"]) == (11, 1)
-    assert s["p"] == pytest.approx(2 * 13 / 2 ** 12)  # P(X >= 11 | n=12) = (12 + 1) / 4096: 0.0063
-    assert s["rise"] == pytest.approx(6.75 / 14 - 0.25)  # 0.232 >= 0.15
+    # twelve changes of equal size: the sign-flip test equals the sign test,
+    # P(X >= 11 | n=12) x 2 = 2 (12 + 1) / 4096: 0.0063
+    assert s["p"] == pytest.approx(2 * 13 / 2 ** 12) and s["sign_p"] == pytest.approx(2 * 13 / 2 ** 12)
+    assert s["rise"] == pytest.approx((11 * 0.25 - 0.25) / 13)  # paired: 0.192 >= 0.15 (unpaired means: 0.232)
     assert s["greedy"] == [(0, 0.5), (16, 0.75)]
     assert s["passed"]
 
@@ -50,6 +53,17 @@ def test_verdict_fails_on_each_threshold(lb, tmp_path, change, why):
     after = [[f"t{i}", change.get("after", 0.5)] for i in range(n)]
     s = lb.summarize("ppo", 0, _run_folder(tmp_path / "r", before, after), cpu_s=change.get("cpu_s", 10.0), wall_s=1.0)
     assert not s["passed"], why
+
+
+def test_rise_and_test_weigh_each_tasks_change(lb, tmp_path):
+    # changes +0.75 (x4) and -0.25: mean +0.55. In quarters the observed sum is 3+3+3+3-1 = 11;
+    # of the 32 sign flips, |sum| >= 11 only when the four 3s share a sign (12 +- 1): 2 x 2 = 4,
+    # so p = 4/32. The sign test over 4 up, 1 down gives 2 (5 + 1) / 32 = 12/32
+    before = [[f"t{i}", 0.0] for i in range(4)] + [["t4", 0.5]]
+    after = [[f"t{i}", 0.75] for i in range(4)] + [["t4", 0.25]]
+    s = lb.summarize("grpo", 1, _run_folder(tmp_path / "r", before, after), cpu_s=1.0, wall_s=1.0)
+    assert s["rise"] == pytest.approx(0.55) and (s["up"], s["down"]) == (4, 1)
+    assert s["p"] == pytest.approx(4 / 32) and s["sign_p"] == pytest.approx(12 / 32)
 
 
 def test_cpu_meter_counts_a_grandchild(lb):
@@ -81,13 +95,13 @@ def test_recipe_resolves_with_the_run_keys_last(lb, tmp_path):
 
 def test_table_plot_and_from_json(lb, tmp_path):
     runs = [{"objective": "grpo", "seed": 0, "sampled": [(0, 0.25), (8, 0.375), (16, 0.5)], "greedy": [(0, 0.5), (16, 0.75)],
-             "rise": 0.25, "up": 10, "down": 1, "p": 0.0117, "cpu_s": 900.0, "wall_s": 600.0, "passed": False},
+             "rise": 0.25, "up": 10, "down": 1, "p": 0.0117, "sign_p": 0.0117, "cpu_s": 900.0, "wall_s": 600.0, "passed": False},
             {"objective": "ppo", "seed": 0, "sampled": [(0, 0.25), (16, 0.5)], "greedy": [(0, 0.5), (16, 0.5)],
              "rise": 0.25, "up": 12, "down": 0, "p": 0.00049, "cpu_s": 1000.0, "wall_s": 700.0, "passed": True},
             {"objective": "ppo", "seed": 1, "sampled": [(0, 0.5), (16, 0.75)], "greedy": [(0, 0.5), (16, 0.5)],
              "rise": 0.25, "up": 12, "down": 0, "p": 0.00049, "cpu_s": 1000.0, "wall_s": 700.0, "passed": True}]
     text = lb.write(tmp_path, runs)
-    assert "| grpo | 0 | 0.250 | 0.500 | +0.250 | 10 / 1 | 0.012 | 0.500 -> 0.750 | 900 | 600 | no |" in text
+    assert "| grpo | 0 | 0.250 | 0.500 | +0.250 | 10 / 1 | 0.012 | 0.012 | 0.500 -> 0.750 | 900 | 600 | no |" in text
     assert "| before RL | 0.250 (1 seeds) | 0.375 (2 seeds) |" in text
     assert "| 8 | 0.375 (1 seeds) | - |" in text
     assert (tmp_path / "learning.png").stat().st_size > 0

@@ -201,7 +201,12 @@ def _launch_server(host: str, port: int, ws_path: str, executable_path: str,
 def start_devtools_browser(host: str = "127.0.0.1", port: int = 0, executable_path: str = "",
                            startup_timeout_s: float = 60.0) -> RemoteBrowserProcess:
     """Run Chromium with `--remote-debugging-port` on `host:port` (0 = a free port), with the
-    flags a local session uses; endpoint = "http://host:port"."""
+    flags a local session uses; endpoint = "http://host:port". DevTools takes no key, so a `host`
+    outside LOOPBACK_HOSTS is refused (ValueError) before anything starts."""
+    if host not in LOOPBACK_HOSTS:
+        raise ValueError(f"start_devtools_browser(host={host!r}): a DevTools port has no key, so it binds loopback "
+                         f"only; serve other machines with start_browser_server(api_key=...) "
+                         f"(webrl browser-server), which admits only clients with the key")
     executable = server_executable(executable_path) or shutil.which("chromium") or ""
     if not executable:
         raise FileNotFoundError("no Chromium found for a DevTools browser: pass executable_path or set $WEBRL_CHROMIUM")

@@ -398,6 +398,17 @@ def start_server_actors(config: Any, model_path: str, log_root: str | Path, plac
     return actors, urls
 
 
+def check_launch_key(kind: str, host: str, api_key_env: str, api_key: str) -> None:
+    """Refuse (ValueError, before anything binds) a server beyond loopback whose key variable is
+    unnamed or unset on this node: without `--api-key` SGLang (and webrl serve) answer anyone."""
+    if host in ("127.0.0.1", "localhost", "::1") or api_key:
+        return
+    where = (f"rollout.server.api_key_env={api_key_env!r}, which is not set on this node" if api_key_env
+             else "no rollout.server.api_key_env")
+    raise ValueError(f"a launched {kind} server on rollout.server.host={host!r} needs a key but has {where}: "
+                     f"export the variable where the server runs, or bind 127.0.0.1")
+
+
 class InferenceServerActor:
     """The Ray shell: builds the command on the actor's node (its IP and a free port there)."""
 
@@ -405,11 +416,12 @@ class InferenceServerActor:
                  startup_timeout_s: float, max_restarts: int, flags: Optional[dict] = None, python: str = ""):
         import ray
 
+        flags = flags or {}  # `server_flags`' keywords; keys are resolved here, on the server's node
+        keys = (env_key(flags.get("api_key_env", "")), env_key(flags.get("admin_api_key_env", "")))
+        check_launch_key(kind, host, flags.get("api_key_env", ""), keys[0])
         port = port or free_port("127.0.0.1" if host in ("127.0.0.1", "localhost") else host)
         address = host if host not in ("0.0.0.0", "::") else ray.util.get_node_ip_address()
-        flags = flags or {}  # `server_flags`' keywords; keys are resolved here, on the server's node
         args = server_flags(kind, **flags) + list(launch_args)
-        keys = (env_key(flags.get("api_key_env", "")), env_key(flags.get("admin_api_key_env", "")))
         env = cwd = None
         if kind == "vllm":  # its own environment, started outside webrl's checkout (vllm_launch)
             from webrl.engines.vllm_launch import vllm_environment

@@ -32,7 +32,7 @@ class ServerConfig:
     """Servers to launch (requests are spread over them round robin)."""
     host: str = "127.0.0.1"
     """Interface a launched server binds; 0.0.0.0 on a multi-node cluster (its URL then names
-    the node's IP address). vLLM beyond loopback needs api_key_env (asked on every route)."""
+    the node's IP address). Beyond loopback api_key_env is required (vLLM asks it on every route)."""
     port: int = fixed(0, "a launched server takes a free port on its node; its URL is logged and reported")
     """Port of launched server i: port + i; 0 = a free port on the server's node."""
     cpus_per_server: float = 1.0
@@ -85,6 +85,11 @@ class ServerConfig:
                               f"rollout.server.api_key_env (a variable holding a key it then asks for on every "
                               f"route; vLLM's own --api-key leaves /collective_rpc, /pause and /update_weights "
                               f"open), or a loopback host (allowed without a key: 127.0.0.1, localhost, ::1)")
+        if self.launch in ("webrl", "sglang") and self.host not in ("127.0.0.1", "localhost", "::1") \
+                and not self.api_key_env:
+            raise ConfigError(f"rollout.server.host={self.host!r}: a launched {self.launch} server beyond loopback "
+                              f"needs rollout.server.api_key_env (a variable holding the key it then asks for), "
+                              f"or a loopback host (allowed without a key: 127.0.0.1, localhost, ::1)")
         if self.launch == "vllm" and self.admin_api_key_env:
             raise ConfigError("rollout.server.admin_api_key_env is SGLang's admin key; a launched vLLM server takes "
                               "one key on every route: set rollout.server.api_key_env only")

@@ -17,9 +17,10 @@ max_tokens / max_completion_tokens, stop, seed; n must be 1 and stream false. Wi
 supported); with vLLM's `return_tokens_as_token_ids: true` tokens read "token_id:N", so a
 policy endpoint (`webrl.policy.endpoint.EndpointPolicy`) gets exact ids and log-probs.
 
-Safety defaults: binds 127.0.0.1; a bearer key is required when the environment variable
-named by `api_key_env` is set; request bytes, images per request, pixels per image, prompt
-tokens and new tokens are capped. The weight routes take the admin key when
+Safety defaults: binds 127.0.0.1 (`serve_main` refuses any other host while the key below is
+unset); a bearer key is required when the environment variable named by `api_key_env` is set;
+request bytes, images per request, pixels per image, prompt tokens and new tokens are capped.
+The weight routes take the admin key when
 `admin_api_key_env` names a set variable (else the API key). Every rejected request gets a 4xx with an OpenAI-style body
 `{"error": {"message", "type", "param", "code"}}` saying what was wrong.
 """
@@ -47,7 +48,8 @@ class ServeConfig:
     served_model_name: str = ""
     """Name clients pass as `model`; empty = the checkpoint folder's name."""
     host: str = "127.0.0.1"
-    """Interface to bind. Anything but loopback exposes the model to the network."""
+    """Interface to bind. Anything but 127.0.0.1, localhost or ::1 exposes the model to the
+    network and is refused unless `api_key_env`'s variable holds a key."""
     port: int = 8000
     """TCP port; 0 = any free port (printed at start)."""
     api_key_env: str = "WEBRL_SERVE_API_KEY"
@@ -277,11 +279,16 @@ def serve_main(config: ServeConfig) -> int:
 
     if not config.model_path:
         raise ValueError("ServeConfig.model_path is required: the checkpoint folder to serve")
+    if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_key():
+        # refused before the model loads: beyond loopback anyone who reaches the port could use
+        # the model and, through the weight routes, replace it
+        named = (f"export {config.api_key_env}=<key>" if config.api_key_env
+                 else "set api_key_env to a variable holding a key")
+        raise ValueError(f"webrl serve: host={config.host!r} is not loopback and needs a key: {named} "
+                         f"(api_key_env names the variable), or bind 127.0.0.1")
     engine = LocalChatEngine.from_pretrained(config.model_path, config.served_model_name,
                                              config.dtype, config.device or None)
     app = create_app(engine, config)
-    if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_key():
-        print(f"webrl serve: warning: binding {config.host} without a key; set ${config.api_key_env}")
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -13,13 +13,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from webrl.actions import Action
 from webrl.envs.browser import BrowserConfig, EpisodeEvents
 from webrl.envs.execute import PageUnresponsive
 from webrl.envs.observation import ObservationConfig, wait_ready_and_collect
-from webrl.envs.readiness import POPUP_WAIT_S, READY_TIMEOUT_S, RESPONSIVE_PROBE_S, is_responsive, wait_until_ready
+from webrl.envs.readiness import (POPUP_WAIT_S, READY_TIMEOUT_S, RESPONSIVE_PROBE_S, arm_and_stamp, is_responsive,
+                                  wait_until_ready)
 from webrl.envs.recording import EpisodeRecording
 from webrl.envs.safety import Deadline, DomainAllowlist, close_page_quietly, guard_tab_urls
 from webrl.envs.task import OriginAlias, Task
@@ -88,7 +90,10 @@ class Episode:
     recording: Optional[EpisodeRecording] = None
     pooled: bool = False
     prefetched: Optional[tuple] = None
-    """(page, url, collected): the element list the last readiness wait collected with it."""
+    """(page, url, collected, png or None): the element list the last readiness wait collected
+    with it, and the screenshot taken during that wait when the page did not change after it."""
+    early_misses: int = 0
+    """Early screenshots this episode that the page outdated (a restless page stops them)."""
 
 
 def resolve_alias(episode: Episode, action: Action) -> Action:
@@ -99,12 +104,14 @@ def resolve_alias(episode: Episode, action: Action) -> Action:
 
 
 def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before: tuple[Any, str],
-           description: str = "", observation: Optional[ObservationConfig] = None) -> list[str]:
+           description: str = "", observation: Optional[ObservationConfig] = None,
+           early_screenshot: bool = False) -> list[str]:
     """Follow new tabs, drop closed ones, close flooded ones, wait for readiness; the notes.
 
     before: (active page, its URL) before the action, to report a navigation the action's
     `description` does not already mention. observation: also collect the active tab's elements
-    in the readiness wait's round trip (`episode.prefetched`).
+    in the readiness wait's round trip (`episode.prefetched`). early_screenshot: also take the
+    screenshot inside the DOM-quiet window (`_early_screenshot`), kept when the page did not change.
     """
     events, tabs = episode.events, episode.tabs
     episode.prefetched = None
@@ -116,7 +123,7 @@ def settle(episode: Episode, browser: BrowserConfig, deadline: Deadline, before:
     notes, new_pages = events.drain()
     notes += tabs.prune()
     opened = _follow_new_tabs(episode, new_pages, notes)
-    ready = _wait_ready(episode, browser, deadline, observation)
+    ready = _wait_ready(episode, browser, deadline, observation, early_screenshot)
     if ready is not None and ready.get("blockedPopups"):
         notes.append(f"Blocked {ready['blockedPopups']} popup(s) opened without a user action")
     if ready is not None and ready.get("popup") and not opened:
@@ -149,19 +156,54 @@ def _follow_new_tabs(episode: Episode, pages: list, notes: list[str]) -> bool:
 
 
 def _wait_ready(episode: Episode, browser: BrowserConfig, deadline: Deadline,
-                observation: Optional[ObservationConfig] = None) -> Optional[dict]:
+                observation: Optional[ObservationConfig] = None, early_screenshot: bool = False) -> Optional[dict]:
     page = episode.tabs.page
     # the first observation of an episode waits for the page load like a navigation does
     cap = READY_TIMEOUT_S if episode.steps else max(READY_TIMEOUT_S, browser.load_timeout_s)
     if observation is None:
         ready = wait_until_ready(page, deadline.timeout_s(cap), token=episode.steps)
     else:
+        early = _early_screenshot(episode, page, deadline) if early_screenshot else None
         ready, collected = wait_ready_and_collect(page, observation, deadline.timeout_s(cap),
                                                   token=episode.steps)
-        episode.prefetched = (page, page.url, collected) if collected is not None else None
+        png = None
+        if early is not None:
+            kept = ready is not None and ready.get("stamp") == early[0] and not ready.get("popup")
+            png, episode.early_misses = (early[1], 0) if kept else (None, episode.early_misses + 1)
+        episode.prefetched = (page, page.url, collected, png) if collected is not None else None
     if ready is None and not is_responsive(page, min(RESPONSIVE_PROBE_S, max(deadline.remaining(), 0.1))):
         raise PageUnresponsive("the page stopped responding (a script may be looping)")
     return ready
+
+
+EARLY_MISS_LIMIT = 2
+"""After this many early screenshots in a row that the page outdated, an episode stops taking them."""
+
+
+def _early_screenshot(episode: Episode, page: Any, deadline: Deadline) -> Optional[tuple[list, bytes]]:
+    """(stamp, png) of a screenshot taken at the start of the readiness wait, or None.
+
+    The DOM-quiet window is time the page is watched for changes; a screenshot taken inside it
+    is the observation when nothing changed after it: the stamp (`PAGE_STAMP`: document, DOM
+    mutations seen, last network answer) read before the screenshot equals the one the ready
+    answer carries. Otherwise the caller takes the screenshot again after the wait, as without
+    this. Taken only when the page is calm (loaded, nothing in flight, no navigation or tab
+    coming) and the episode's page has not outdated the last `EARLY_MISS_LIMIT` ones. The arm
+    call also starts the quiet window, so the screenshot's time counts toward it. A page that
+    fails to answer here is left to the readiness wait that follows, which reports it."""
+    if episode.early_misses >= EARLY_MISS_LIMIT:
+        return None
+    try:
+        armed = arm_and_stamp(page, deadline.timeout_s(EARLY_TIMEOUT_S), token=episode.steps)
+        if not armed or not armed.get("calm") or armed.get("stamp") is None:
+            return None
+        return armed["stamp"], page.screenshot(type="png", scale="css", timeout=deadline.timeout_ms(EARLY_TIMEOUT_S))
+    except PlaywrightError:
+        return None
+
+
+EARLY_TIMEOUT_S = 1.0
+"""Cap for the early screenshot and its arm call; past it the wait goes on as without them."""
 
 
 def count_repeats(notes: list[str]) -> list[str]:

@@ -42,7 +42,7 @@ from gymnasium import spaces
 from PIL import Image, ImageDraw, ImageFont
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from webrl.envs.readiness import READINESS_PROBE, readiness_arg, readiness_result
+from webrl.envs.readiness import PAGE_STAMP, READINESS_PROBE, readiness_arg, readiness_result
 
 TEXT_KEYS = ("url", "title", "goal", "elements_text", "feedback", "last_action_error", "tabs", "skills", "tools")
 MAX_TEXT_CHARS = 1 << 20
@@ -132,7 +132,8 @@ def ready_and_collect_script() -> str:
     """The readiness probe and som.js in one in-page function: false until the page is ready,
     then {ready, collected}; `collected` is null when a tab may be coming (the tabs change)."""
     return (f"(arg) => {{ const ready = ({READINESS_PROBE})(arg.ready); if (!ready) return false;\n"
-            f"  return {{ready, collected: ready.popup ? null : ({som_script()})(arg.som)}}; }}")
+            f"  const s = window.__webrl, stamp = s ? {PAGE_STAMP} : null;\n"
+            f"  return {{ready, stamp, collected: ready.popup ? null : ({som_script()})(arg.som)}}; }}")
 
 
 def wait_ready_and_collect(page: Any, config: ObservationConfig, timeout_s: float,
@@ -141,7 +142,8 @@ def wait_ready_and_collect(page: Any, config: ObservationConfig, timeout_s: floa
 
     (None, None) when the page was not ready within `timeout_s` (the caller observes it as it
     is); collected is None when the probe saw a popup hint. Same som.js and arguments as
-    `collect_elements`, so the element list is the one a separate collection returns.
+    `collect_elements`, so the element list is the one a separate collection returns. `ready`
+    carries the page's `PAGE_STAMP` at the ready answer under "stamp".
     """
     arg = {"ready": readiness_arg(token), "som": som_arg(config)}
     try:
@@ -153,7 +155,7 @@ def wait_ready_and_collect(page: Any, config: ObservationConfig, timeout_s: floa
         value = handle.json_value()
     finally:
         handle.dispose()
-    return readiness_result(value["ready"]), value["collected"]
+    return {**readiness_result(value["ready"]), "stamp": value.get("stamp")}, value["collected"]
 
 
 def _quote(text: str) -> str:

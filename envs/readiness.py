@@ -46,13 +46,13 @@ POPUP_WAIT_S = 1.0
 READINESS_INIT_SCRIPT = r"""
 (() => {
   if (window.__webrl) return;
-  const s = window.__webrl = {lastMutation: performance.now(), inflight: 0, lastNet: 0,
+  const s = window.__webrl = {lastMutation: performance.now(), mutations: 0, inflight: 0, lastNet: 0,
                               navigating: -1e9, popupHint: -1e9, blockedPopups: 0, popupBudget: 0, lastGesture: -1e9,
                               token: null, waitStart: 0, lastPoll: 0, stallSeen: null};
   const touch = () => { s.lastNet = performance.now(); };
   new MutationObserver((records) => {
     for (const r of records) {
-      if (!(r.attributeName || '').startsWith('data-webrl-')) { s.lastMutation = performance.now(); return; }
+      if (!(r.attributeName || '').startsWith('data-webrl-')) { s.lastMutation = performance.now(); s.mutations += 1; return; }
     }
   }).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
   // Any resource the document loads (images, scripts, styles, beacons) counts as network
@@ -140,6 +140,33 @@ READINESS_PROBE = r"""
   return result;
 }
 """
+
+
+# What a screenshot taken now would show, as far as the page can tell: its document, how many DOM
+# mutations it has seen and when its network last answered. Equal stamps before a screenshot and
+# at the ready answer: the DOM the screenshot shows is the DOM the page was ready with.
+PAGE_STAMP = "[performance.timeOrigin, s.mutations, s.lastNet]"
+
+# Starts the readiness wait of `token` now (the quiet window counts from here, as from the probe's
+# first poll) and answers {calm, stamp}: calm when the document is loaded, nothing is in flight,
+# no navigation or tab is coming, and a screenshot taken now may be the one observed.
+ARM_PROBE = r"""
+(arg) => {
+  const s = window.__webrl;
+  if (!s || s.mutations === undefined) return {calm: false, stamp: null};
+  const now = performance.now();
+  if (s.token !== arg.token) { s.token = arg.token; s.waitStart = now; s.lastPoll = now; }
+  const calm = document.readyState === 'complete' && s.inflight === 0 && s.popupHint <= -1e9
+    && now - s.navigating >= arg.navigationGraceMs;
+  return {calm, stamp: """ + PAGE_STAMP + r"""};
+}
+"""
+
+
+def arm_and_stamp(page: Page, timeout_s: float, token: int) -> dict:
+    """Start the readiness wait of `token` (`ARM_PROBE`): {"calm": bool, "stamp": list or None}.
+    Raises playwright's TimeoutError after `timeout_s` (a page stuck in a script)."""
+    return evaluate_with_timeout(page, ARM_PROBE, readiness_arg(token), timeout_s)
 
 
 def wait_until_ready(page: Page, timeout_s: float, token: int) -> Optional[dict]:

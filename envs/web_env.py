@@ -278,7 +278,7 @@ class WebEnv(gymnasium.Env):
         episode.events.dialogs_this_step = 0
         run = None
         if isinstance(parsed, ParseError):
-            feedback, _ = self._execute(episode, None, deadline)
+            feedback, _ = self._execute(episode, None, deadline, early_screenshot=True)
             error = f"could not parse the action: {parsed.message}"
         elif parsed.kind == "skill":
             steps = EpisodeSkillSteps(episode, self._execute, self.config.observation, deadline,
@@ -292,7 +292,7 @@ class WebEnv(gymnasium.Env):
             feedback, error, deadline = run.feedback, run.error, runner.deadline
         else:
             parsed = resolve_alias(episode, parsed)  # info["action"] is what ran
-            feedback, error = self._execute(episode, parsed, deadline)
+            feedback, error = self._execute(episode, parsed, deadline, early_screenshot=True)
         task = episode.task
         answer = parsed.text if isinstance(parsed, Action) and parsed.kind == "answer" else None
         terminated = bool(isinstance(parsed, Action) and parsed.is_terminal or task.done(episode.tabs.page))
@@ -309,8 +309,11 @@ class WebEnv(gymnasium.Env):
             info["reward_details"] = dict(scored.details)
         return obs, info, terminated, reward
 
-    def _execute(self, episode: Episode, action: Optional[Action], deadline: Deadline) -> tuple[str, str]:
-        """Run `action` (None: nothing to run) and settle the tabs: (feedback, error)."""
+    def _execute(self, episode: Episode, action: Optional[Action], deadline: Deadline,
+                 early_screenshot: bool = False) -> tuple[str, str]:
+        """Run `action` (None: nothing to run) and settle the tabs: (feedback, error).
+        early_screenshot: the step's own action, observed next (skills and tools settle between
+        their inner actions, whose screenshots nobody reads)."""
         error, description = "", ""
         before = (episode.tabs.page, episode.tabs.page.url)
         if action is not None:
@@ -318,7 +321,8 @@ class WebEnv(gymnasium.Env):
                 description = execute_action(resolve_alias(episode, action), self._action_context(episode, deadline))
             except ActionFailed as failure:
                 error = str(failure)
-        notes = settle(episode, self.config.browser, deadline, before, description, self.config.observation)
+        notes = settle(episode, self.config.browser, deadline, before, description, self.config.observation,
+                       early_screenshot)
         return "; ".join([description] * bool(description) + count_repeats(notes)), error
 
     def _network_refusal(self, allowlist: DomainAllowlist, url: str) -> Optional[str]:
@@ -341,11 +345,14 @@ class WebEnv(gymnasium.Env):
         page = episode.tabs.page
         try:
             prefetched, episode.prefetched = episode.prefetched, None
+            png = None
             if prefetched is not None and prefetched[0] is page and prefetched[1] == page.url:
-                collected = prefetched[2]  # collected in the readiness wait (one round trip less)
+                collected, png = prefetched[2], prefetched[3]  # from the readiness wait (fewer round trips)
             else:
                 collected = collect_elements(page, self.config.observation, deadline.timeout_s())
-            png = page.screenshot(type="png", scale="css", timeout=deadline.timeout_ms())
+            early = png is not None
+            if png is None:
+                png = page.screenshot(type="png", scale="css", timeout=deadline.timeout_ms())
         except PlaywrightTimeout as timeout:
             raise PageUnresponsive("the page did not answer while being observed") from timeout
         episode.elements = collected["elements"]
@@ -360,7 +367,7 @@ class WebEnv(gymnasium.Env):
             skills=skills_text(self.skills, show(page.url)), tools=tools_text(list(self.tools.values())))
         episode.screenshot_size = (obs["screenshot"].shape[1], obs["screenshot"].shape[0])
         self._last_obs = obs
-        info = {"elements": episode.elements, "raw_screenshot_png": png,
+        info = {"elements": episode.elements, "raw_screenshot_png": png, "screenshot_early": early,
                 "task_id": episode.task.spec.id, "reward_details": {}, "action": None}
         if episode.recording is not None:
             info.update(episode.recording.info())

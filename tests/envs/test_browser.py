@@ -100,3 +100,63 @@ def test_slow_navigation_is_waited_for(browser_session, fixture_server):
         assert obs["title"] == "Slow" and obs["feedback"].endswith("Page navigated to " + obs["url"])
     finally:
         env.close()
+
+
+def _counting_screenshots(page, change_after_first: str = "") -> list:
+    """Wrap `page.screenshot` (on this Page object only) to count the calls; with
+    `change_after_first`, run that script in the page right after the first screenshot returns
+    (a change that comes after an early screenshot, inside the quiet window)."""
+    calls, real = [], page.screenshot
+
+    def counted(*args, **kwargs):
+        png = real(*args, **kwargs)
+        calls.append(1)
+        if change_after_first and len(calls) == 1:
+            page.evaluate(change_after_first)
+        return png
+
+    page.screenshot = counted
+    return calls
+
+
+@pytest.mark.browser
+def test_a_screenshot_taken_in_the_quiet_window_is_kept_only_when_the_page_did_not_change(browser_session,
+                                                                                          fixture_server):
+    """A click that changes the page at once: the screenshot taken inside the DOM-quiet window is
+    the observation (one screenshot, red). The same click with the page changing right after that
+    screenshot (blue): the page's stamp moved, so the observation is a second screenshot, blue."""
+    env = make_env(browser_session)
+    try:
+        _, info = env.reset(options={"task": spec(fixture_server, "early.html")})
+        calls = _counting_screenshots(env.page)
+        obs, _, _, _, info = env.step(f"click({element_id(info, 'now')})")
+        assert tuple(obs["screenshot"][5, 5]) == (255, 0, 0)
+        assert info["screenshot_early"] and len(calls) == 1
+        calls = _counting_screenshots(env.page, "document.body.style.background = 'rgb(0, 0, 255)'")
+        obs, _, _, _, info = env.step(f"click({element_id(info, 'now')})")
+        assert tuple(obs["screenshot"][5, 5]) == (0, 0, 255)
+        assert not info["screenshot_early"] and len(calls) == 2
+    finally:
+        env.close()
+
+
+@pytest.mark.browser
+def test_a_page_that_never_goes_quiet_stops_the_early_screenshots(browser_session, fixture_server):
+    """A DOM changing every 4 ms outdates every early screenshot; after two misses in a row the
+    episode stops taking them: one screenshot per step again."""
+    from webrl.envs.episode import EARLY_MISS_LIMIT
+
+    env = make_env(browser_session)
+    try:
+        _, info = env.reset(options={"task": spec(fixture_server, "early.html")})
+        env.step(f"click({element_id(info, 'restless')})")
+        assert env._episode.early_misses == 1
+        calls = _counting_screenshots(env.page)
+        for _ in range(EARLY_MISS_LIMIT):  # the first misses again; the second is not tried
+            _, _, _, _, info = env.step(f"click({element_id(info, 'now')})")
+        assert env._episode.early_misses == EARLY_MISS_LIMIT and not info["screenshot_early"]
+        calls.clear()
+        env.step(f"click({element_id(info, 'now')})")
+        assert len(calls) == 1 and env._episode.early_misses == EARLY_MISS_LIMIT
+    finally:
+        env.close()

@@ -193,7 +193,8 @@ def test_elements_collected_in_the_readiness_wait_equal_a_separate_collection(br
         assert len(info["elements"]) > 5
         separate = collect_elements(env.page, env.config.observation, 10.0)
         ready, together = wait_ready_and_collect(env.page, env.config.observation, 10.0, token=99)
-        assert ready == {"popup": False, "blockedPopups": 0}
+        stamp = ready.pop("stamp")  # the page's document, DOM mutations seen, last network answer
+        assert ready == {"popup": False, "blockedPopups": 0} and len(stamp) == 3
         assert together["elements"] == separate["elements"] == info["elements"]
         assert together["title"] == separate["title"]
     finally:

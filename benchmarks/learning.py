@@ -13,8 +13,9 @@ process) on the embedded default with `RECIPE` on top, then `learner.objective=O
 
 What is measured, per run:
 - sampled success: the mean over the held-out tasks of each task's success over
-  `eval.samples_per_task` episodes sampled at the rollout temperature (seeded from the run seed
-  and the iteration, so the evaluation before RL and the one after draw independent samples);
+  `eval.samples_per_task` episodes sampled at the rollout temperature (seeded from the run seed,
+  the task's place and the episode, the same in every evaluation: common random numbers, since
+  2026-12-07; the runs of 2026-12-05 drew each evaluation's samples independently);
   greedy success beside it.
 - the rise, paired: the mean over the held-out tasks scored in both evaluations of (sampled
   success after the last block - before RL); a task whose sampled episodes all dropped in either

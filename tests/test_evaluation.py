@@ -49,10 +49,10 @@ class ScriptedCoordinator:
     def __init__(self, rewards_per_task):
         self.rewards_per_task, self.calls = rewards_per_task, []
 
-    def collect(self, tasks, iteration):
+    def collect(self, tasks, iteration, group_prefix=None):
         from webrl.types import Trajectory
 
-        self.calls.append(([t.spec.id for t in tasks], iteration))
+        self.calls.append(([t.spec.id for t in tasks], iteration) + ((group_prefix,) if group_prefix else ()))
         out = []
         for task, rewards in zip(tasks, self.rewards_per_task):
             for r in rewards:
@@ -94,6 +94,8 @@ def test_evaluator_logs_greedy_and_sampled_outcomes_per_task_in_draw_order(tmp_p
     assert sampled_line(result.metrics, 0.8, 3) == "overall, sampled at temperature 0.8 (3 per task): 33.3%"
     evaluator.evaluate("after", iteration=5)  # the same tasks again, in the same order: paired comparisons
     assert greedy.calls == [(["t0", "t1", "t2"], 4), (["t0", "t1", "t2"], 5)]
+    # the sampled episodes of both evaluations draw the same seeds (group ids "eval:i:task")
+    assert sampled.calls == [(["t0", "t1", "t2"], 4, "eval"), (["t0", "t1", "t2"], 5, "eval")]
     assert len((tmp_path / "outcomes.jsonl").read_text().splitlines()) == 2
 
 

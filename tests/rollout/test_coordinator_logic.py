@@ -285,12 +285,12 @@ class SeedRecordingEngine(ScriptedEngine):
         return super().act(requests)
 
 
-def _seeds(seed, slots=3):
+def _seeds(seed, slots=3, iteration=4, group_prefix=None):
     engine = SeedRecordingEngine()
     worker = InferenceWorker(engine, InferenceConfig(batch_window_s=0.01, max_batch_size=8), version=3)
     coord = RolloutCoordinator([(CountEnv(), i) for i in range(slots)], [AsyncInference(worker)],
                                RolloutConfig(group_size=3, max_turns=5), seed=seed)
-    coord.collect(_tasks(2), iteration=4)
+    coord.collect(_tasks(2), iteration=iteration, group_prefix=group_prefix)
     return engine.seen
 
 
@@ -305,6 +305,16 @@ def test_every_decision_carries_a_seed_of_its_group_member_and_turn():
     assert _seeds(7, slots=1) == seen
     assert set(_seeds(8).values()).isdisjoint(seen.values())
     assert set(_seeds(None).values()) == {None}
+
+
+def test_a_group_prefix_gives_two_iterations_the_same_seeds():
+    """The sampled evaluation's common random numbers: with group_prefix "eval" the collections
+    of iterations 0 and 9 send the same request ids and seeds (member 2 of group 1, turn 1:
+    sub_seed(derive_seed(7, "eval:1:t1", 2), 1)); without it, iteration 0's and 9's are disjoint."""
+    before, after = _seeds(7, iteration=0, group_prefix="eval"), _seeds(7, iteration=9, group_prefix="eval")
+    assert before == after and len(before) == 18
+    assert before["eval:1:t1/2/1"] == sub_seed(derive_seed(7, "eval:1:t1", 2), 1)
+    assert set(_seeds(7, iteration=0).values()).isdisjoint(_seeds(7, iteration=9).values())
 
 
 class RaisingEnv(CountEnv):

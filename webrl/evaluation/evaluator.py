@@ -45,6 +45,10 @@ class Evaluation:
     """Drop reason -> how many greedy trajectories it dropped, most frequent first."""
 
 
+SAMPLED_GROUP_PREFIX = "eval"
+"""The sampled evaluation's group-id prefix in place of the iteration (`_sampled_outcomes`)."""
+
+
 class Evaluator:
     """Greedy (and sampled) held-out evaluation over coordinators the caller started."""
 
@@ -93,9 +97,17 @@ class Evaluator:
 
     def _sampled_outcomes(self, tasks: Sequence[Any], iteration: int) -> list[list]:
         """[task id, mean success of its K sampled episodes (None: all dropped)] per task, in draw
-        order (the coordinator returns each task's group together, in task order)."""
+        order (the coordinator returns each task's group together, in task order).
+
+        Common random numbers: episode k of task i samples with the same seeds in every
+        evaluation of the run (group ids "eval:i:task", not "{iteration}:i:task"), so the paired
+        change before -> after measures the policy's change, not two independent draws: where the
+        policy did not change, the same seeds give the same episode. Each evaluation alone is the
+        same unbiased estimate as with fresh seeds; under "no change in success" each episode is
+        as likely to flip up as down, so a task's change stays symmetric about 0 and the table's
+        sign-flip test stays exact."""
         k = self.samples_per_task
-        trajectories, _ = self.sampled.collect(tasks, iteration)
+        trajectories, _ = self.sampled.collect(tasks, iteration, group_prefix=SAMPLED_GROUP_PREFIX)
         self.score(trajectories)
         out: list[list] = []
         for i, task in enumerate(tasks):

@@ -269,15 +269,17 @@ class RolloutCoordinator:
 
     # -- one call per batch ----------------------------------------------------------------
     def collect(self, tasks: Sequence[Any], iteration: int = 0, group_sizes: Optional[Sequence[int]] = None,
-                first_group: int = 0) -> tuple[list[Trajectory], RolloutStats]:
+                first_group: int = 0, group_prefix: Optional[str] = None) -> tuple[list[Trajectory], RolloutStats]:
         """G trajectories for every task (or group_sizes[i] for task i); returns them grouped in
         task order, plus stats. Task i's group id is "{iteration}:{first_group + i}:{task id}"
-        (a later collection of the same iteration, e.g. a dynamic-sampling round, numbers on)."""
-        return run_coroutine(self.collect_async(tasks, iteration, group_sizes, first_group))
+        (a later collection of the same iteration, e.g. a dynamic-sampling round, numbers on);
+        `group_prefix` replaces the iteration there, so collections of different iterations
+        sample with the same seeds (the sampled evaluation's common random numbers)."""
+        return run_coroutine(self.collect_async(tasks, iteration, group_sizes, first_group, group_prefix))
 
     async def collect_async(self, tasks: Sequence[Any], iteration: int = 0,
-                            group_sizes: Optional[Sequence[int]] = None,
-                            first_group: int = 0) -> tuple[list[Trajectory], RolloutStats]:
+                            group_sizes: Optional[Sequence[int]] = None, first_group: int = 0,
+                            group_prefix: Optional[str] = None) -> tuple[list[Trajectory], RolloutStats]:
         sizes = [self.config.group_size] * len(tasks) if group_sizes is None else [int(n) for n in group_sizes]
         if len(sizes) != len(tasks) or any(n < 1 for n in sizes):
             raise ValueError(f"collect needs one group size >= 1 per task, got {list(sizes)} for {len(tasks)} tasks")
@@ -285,7 +287,8 @@ class RolloutCoordinator:
         slots = self.slot_queue()
         max_turns = self.config.horizon(iteration)
         total = sum(sizes)
-        groups = await asyncio.gather(*(self.run_group(task, f"{iteration}:{first_group + i}:{task.spec.id}", max_turns,
+        prefix = iteration if group_prefix is None else group_prefix
+        groups = await asyncio.gather(*(self.run_group(task, f"{prefix}:{first_group + i}:{task.spec.id}", max_turns,
                                                        slots, stats, total, start, size)
                                         for i, (task, size) in enumerate(zip(tasks, sizes))))
         stats.wall_s = time.monotonic() - start

@@ -6,22 +6,32 @@ One record per event: an RL iteration (`iteration` key: printed as the metrics t
 as `webrl key=value ...`). TensorBoard tags are `<stage or rl>/<key>`, stepped by the iteration;
 the trackers get the same numeric tags and steps, the run's config at start, and the
 before/after table (`before_after`) at the end.
+
+`log_sizes` / `cut_logs`: the run folder's append-only logs (`APPEND_ONLY_LOGS`) as of a
+checkpoint, and a resume's cut back to them, so that an iteration an aborted attempt logged
+and the resumed run redoes is logged once.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from webrl.evaluation.summary import before_after_table
+from webrl.rollout.viewer import TRAJECTORY_LOG
 from webrl.run.trackers import before_after_rows, config_dict, open_trackers
 
 TABLE_KEYS = ("iteration", "reward/mean", "reward/success_rate", "success_rate", "trained_groups", "filtered_groups",
               "dynamic_sampling/rounds", "samples",
               "loss", "kl", "entropy", "clip_fraction", "env_steps_per_s", "dropped", "staleness",
               "time_collect_s", "time_update_s")
+
+# What a run appends to as it goes, by path in the run folder -> what one line of it is called:
+# RunLog (metrics.jsonl), TrajectoryLog (scored rollouts) and the Evaluator (per-task outcomes).
+APPEND_ONLY_LOGS = {"metrics.jsonl": "metrics", TRAJECTORY_LOG: "trajectory", "eval_outcomes.jsonl": "eval outcome"}
 
 
 class RunLog:
@@ -87,6 +97,46 @@ class RunLog:
             self._tb = None
         if not self._file.closed:
             self._file.close()
+
+
+def log_sizes(run_dir: Path) -> dict[str, int]:
+    """Bytes in each of `APPEND_ONLY_LOGS` now (0 for one not written yet), what a checkpoint keeps."""
+    return {name: (Path(run_dir) / name).stat().st_size if (Path(run_dir) / name).exists() else 0
+            for name in APPEND_ONLY_LOGS}
+
+
+def cut_logs(run_dir: Path, sizes: dict[str, int], checkpoint: str) -> str:
+    """Truncate each log named in `sizes` back to its size there: what it holds beyond was written
+    after `checkpoint` by an attempt that died before the next one, and the resumed run writes it
+    again. Every log is checked before any is cut: one shorter than its size, or whose size falls
+    inside a line, was lost or edited (ValueError naming it). Writers append (O_APPEND), so an
+    open handle (RunLog's) writes at the cut. Returns the line saying what was cut ("" for nothing)."""
+    sizes = {name: int(sizes[name]) for name in APPEND_ONLY_LOGS if name in sizes}
+    paths = {name: Path(run_dir) / name for name in sizes}
+    for name, size in sizes.items():
+        have = paths[name].stat().st_size if paths[name].exists() else 0
+        if have < size:
+            raise ValueError(f"{paths[name]} holds {have} bytes, fewer than the {size} it held at {checkpoint}: "
+                             f"the log was lost or edited, so resuming cannot make it exact")
+        if size:
+            with open(paths[name], "rb") as f:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    raise ValueError(f"{paths[name]}: byte {size} (its size at {checkpoint}) is not the end of a "
+                                     f"line: the log was edited, so resuming cannot make it exact")
+    cut = []
+    for name, size in sizes.items():
+        if paths[name].exists() and paths[name].stat().st_size > size:
+            with open(paths[name], "rb") as f:
+                f.seek(size)
+                tail = f.read()
+            os.truncate(paths[name], size)
+            lines = tail.count(b"\n") + (not tail.endswith(b"\n"))  # a line cut short by the crash counts
+            cut.append(f"{lines} {APPEND_ONLY_LOGS[name]} line{'s' if lines != 1 else ''}")
+    if not cut:
+        return ""
+    listed = cut[0] if len(cut) == 1 else ", ".join(cut[:-1]) + " and " + cut[-1]
+    return f"webrl: resume cut {listed} written after {checkpoint}"
 
 
 def _tensorboard(folder: Path):

@@ -25,7 +25,12 @@ on (seed, i) and the success estimates (balanced rollout, dynamic sampling's ext
 checkpoints keep, so a resumed or restored run draws what an uninterrupted one would (sync mode).
 With `rollout.mode=async` an `AsyncCollector` keeps collecting while the learner updates (at
 most `rollout.max_staleness` versions behind) and draws on its own thread, so its draws do not
-replay on resume.
+replay on resume. A checkpoint also keeps the byte sizes of the run folder's append-only logs
+(`webrl.run.log.APPEND_ONLY_LOGS`: metrics, trajectories, evaluation outcomes) as of its iteration
+(saved after that iteration's `log`), and resuming from it cuts them back: an attempt that died
+after logging iteration i + 1 but before checkpointing it leaves no lines the redo writes again,
+so no group or iteration is counted twice (a finished run extended leaves its "after" evaluation
+to the extended run's end).
 
 Entry points: `fit()` (`webrl train`), `run_sft()` (`webrl sft`), `run_eval()` (`webrl eval`),
 and for Ray Tune `prepare()` + `step()` + `save(dir)` / `load(dir)`.
@@ -53,7 +58,7 @@ from webrl.run.config import WebRLConfig, learner_run, rl_learner, sft_learners
 from webrl.run.folder import initial_model, report_evaluation, resolve_run_dir, resume_checkpoint, show_viewer
 from webrl.run.dynamic_sampling import Batch, collect_batch, score_round
 from webrl.run.iteration import collect_metrics, sim_rollout
-from webrl.run.log import RunLog
+from webrl.run.log import RunLog, cut_logs, log_sizes
 from webrl.run.parts import RunParts, start_parts
 from webrl.run.tasks import check_start_urls
 
@@ -204,18 +209,34 @@ class Trainer:
         from webrl.models.shipped import write_trained_prompt
 
         out = self.learner.save(str(path), {"iteration": self.iteration, "model_path": self.model_path,
-                                            "success_estimates": self.estimates.state_dict()})
+                                            "success_estimates": self.estimates.state_dict(),
+                                            "log_sizes": log_sizes(self.run_dir)})
         write_trained_prompt(out, dataclasses.asdict(self.config.generator.prompt))
         return out
 
     def load(self, path: str | Path) -> None:
         """Continue from a checkpoint `save` wrote: learner state, iteration, rollout weights."""
         state = self.learner.load(str(path))
+        self._cut_logs(Path(path), state)
         self.iteration = int(state["iteration"])
         if "success_estimates" in state:  # the counts carry over; the prior is this run's config
             self.estimates = SuccessEstimates.from_config(self.config.rollout.balanced)
             self.estimates.counts = SuccessEstimates.from_state(state["success_estimates"]).counts
         self.actors.sync_weights(self.learner, self.learner.policy_version)
+
+    def _cut_logs(self, path: Path, state: dict[str, Any]) -> None:
+        """Cut the logs back to their sizes at checkpoint `path` (a checkpoint of this run folder;
+        one from elsewhere, e.g. a PBT exploit's, tells nothing about this folder's logs). Runs
+        before anything is logged: `prepare` loads before the first step or evaluation."""
+        if not path.resolve().is_relative_to(self.run_dir.resolve()):
+            print(f"webrl: {path} lies outside the run folder {self.run_dir}, whose logs are left as they are")
+        elif "log_sizes" not in state:
+            print(f"webrl: {path.name} keeps no log sizes (an older checkpoint): the logs are left as they are, "
+                  f"lines written after it included")
+        else:
+            cut = cut_logs(self.run_dir, state["log_sizes"], path.name)
+            if cut:
+                print(cut)
 
     # -- start-up and shutdown -----------------------------------------------------------------
     def start_actors(self, rollout: bool, evaluation: bool = True) -> None:

@@ -60,13 +60,25 @@ def median_ms(values: list[float]) -> float:
     return 1000.0 * statistics.median(values) if values else float("nan")
 
 
-def bench_webrl(tasks, episodes, steps, viewport, reuse_context: bool = True) -> dict:
+def bench_webrl(tasks, episodes, steps, viewport, reuse_context: bool = True, early: bool = True) -> dict:
+    """early=False: without the screenshot taken inside the readiness wait's quiet window
+    (`webrl.envs.episode._early_screenshot`; its miss limit at 0 turns it off)."""
     from webrl.envs import WebEnv
+    from webrl.envs import episode as episode_module
 
+    limit = episode_module.EARLY_MISS_LIMIT
+    episode_module.EARLY_MISS_LIMIT = limit if early else 0
+    try:
+        return _bench_webrl(WebEnv, tasks, episodes, steps, viewport, reuse_context)
+    finally:
+        episode_module.EARLY_MISS_LIMIT = limit
+
+
+def _bench_webrl(WebEnv, tasks, episodes, steps, viewport, reuse_context: bool) -> dict:
     env = WebEnv(config={"browser": {"viewport": viewport}})
     env.reuse_context = reuse_context
     env.reset(options={"task": MiniWoBTask(tasks[0], seed=999)})  # launch + warm-up, not timed
-    resets, step_times = [], []
+    resets, step_times, early = [], [], []
     try:
         for task_name in tasks:
             _, matches = TARGETS[task_name]
@@ -80,13 +92,14 @@ def bench_webrl(tasks, episodes, steps, viewport, reuse_context: bool = True) ->
                     started = time.perf_counter()
                     obs, _, terminated, truncated, info = env.step(action)
                     step_times.append(time.perf_counter() - started)
+                    early.append(bool(info.get("screenshot_early")))
                     if obs["last_action_error"]:
                         raise RuntimeError(f"{task_name}: {obs['last_action_error']}")
                     if terminated or truncated:
                         break
     finally:
         env.close()
-    return {"reset_s": resets, "step_s": step_times}
+    return {"reset_s": resets, "step_s": step_times, "early_share": sum(early) / max(1, len(early))}
 
 
 def bench_raw(tasks, episodes, steps, viewport) -> dict:
@@ -153,7 +166,11 @@ def bench_browsergym(tasks, episodes, steps, viewport, cache: Path) -> dict:
 
 
 def merged(rounds: list[dict], name: str) -> dict:
-    return {key: [t for r in rounds for t in r[name][key]] for key in ("reset_s", "step_s")}
+    out = {key: [t for r in rounds for t in r[name][key]] for key in ("reset_s", "step_s")}
+    shares = [(r[name]["early_share"], len(r[name]["step_s"])) for r in rounds if "early_share" in r[name]]
+    if shares:
+        out["early_share"] = sum(s * n for s, n in shares) / max(1, sum(n for _, n in shares))
+    return out
 
 
 def print_ratios(result: dict, label: str) -> None:
@@ -162,11 +179,16 @@ def print_ratios(result: dict, label: str) -> None:
     print(f"{label}: step  webrl / raw floor = {median_ms(webrl['step_s']) / floor_step:5.2f}x (target <= 1.2x); "
           f"reset webrl / raw floor = {median_ms(webrl['reset_s']) / floor_reset:5.2f}x (target < 1); "
           f"reset new-context webrl / raw floor = {median_ms(fresh['reset_s']) / floor_reset:5.2f}x")
+    if "webrl_no_early" in result:
+        off = result["webrl_no_early"]
+        print(f"{label}: step  webrl without the early screenshot / raw floor = "
+              f"{median_ms(off['step_s']) / floor_step:5.2f}x; early screenshots kept: "
+              f"{100 * webrl.get('early_share', 0):.0f}% of webrl's steps")
 
 
 def report(rounds: list[dict], browsergym: dict) -> None:
     names = (("webrl WebEnv", "webrl"), ("webrl new context/ep", "webrl_new_context"),
-             ("raw Playwright floor", "raw"))
+             ("webrl, no early shot", "webrl_no_early"), ("raw Playwright floor", "raw"))
     rows = [(label, merged(rounds, key)) for label, key in names]
     if "default" in browsergym:
         rows += [("BrowserGym default", browsergym["default"]), ("BrowserGym no_delay", browsergym["no_delay"])]
@@ -213,7 +235,9 @@ def main() -> None:
     for _ in range(args.rounds):
         rounds.append({"webrl": bench_webrl(tasks, args.episodes, args.steps, args.viewport, True),
                        "raw": bench_raw(tasks, args.episodes, args.steps, args.viewport),
-                       "webrl_new_context": bench_webrl(tasks, args.episodes, args.steps, args.viewport, False)})
+                       "webrl_new_context": bench_webrl(tasks, args.episodes, args.steps, args.viewport, False),
+                       "webrl_no_early": bench_webrl(tasks, args.episodes, args.steps, args.viewport, True,
+                                                     early=False)})
     browsergym: dict = {}
     if not args.skip_browsergym:
         try:

@@ -42,7 +42,8 @@ POPUP_WAIT_S = 1.0
 """After a click on a target=_blank link or a window.open call, wait this long for the tab."""
 
 # Installed in every document before page scripts run: the readiness probe's state.
-# lastMutation ignores our own data-webrl-* marks; inflight counts fetch/XHR started by the page.
+# lastMutation ignores our own data-webrl-* marks and the screenshots' caret hiding; inflight counts fetch/XHR
+# started by the page.
 READINESS_INIT_SCRIPT = r"""
 (() => {
   if (window.__webrl) return;
@@ -50,11 +51,18 @@ READINESS_INIT_SCRIPT = r"""
                               navigating: -1e9, popupHint: -1e9, blockedPopups: 0, popupBudget: 0, lastGesture: -1e9,
                               token: null, waitStart: 0, lastPoll: 0, stallSeen: null};
   const touch = () => { s.lastNet = performance.now(); };
+  // Playwright's screenshots hide the caret: caret-color set on every field, then restored.
+  // Such a style change (nothing but caret-color differs) is the observer's own, not the page's.
+  const noCaret = (v) => (v || '').replace(/caret-color\s*:[^;]*;?/gi, '').trim();
   new MutationObserver((records) => {
     for (const r of records) {
-      if (!(r.attributeName || '').startsWith('data-webrl-')) { s.lastMutation = performance.now(); s.mutations += 1; return; }
+      const name = r.attributeName || '';
+      if (name.startsWith('data-webrl-')) continue;
+      if (name === 'style' && noCaret(r.oldValue) === noCaret(r.target.getAttribute('style'))) continue;
+      s.lastMutation = performance.now(); s.mutations += 1; return;
     }
-  }).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  }).observe(document, {subtree: true, childList: true, attributes: true, characterData: true,
+                        attributeOldValue: true});
   // Any resource the document loads (images, scripts, styles, beacons) counts as network
   // activity too: the bounded rule for pages that never go DOM-quiet counts from the last of it.
   try {

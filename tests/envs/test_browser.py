@@ -123,7 +123,8 @@ def _counting_screenshots(page, change_after_first: str = "") -> list:
 def test_a_screenshot_taken_in_the_quiet_window_is_kept_only_when_the_page_did_not_change(browser_session,
                                                                                           fixture_server):
     """A click that changes the page at once: the screenshot taken inside the DOM-quiet window is
-    the observation (one screenshot, red). The same click with the page changing right after that
+    the observation (one screenshot, red; the page has a text field, whose caret Playwright hides
+    for each screenshot by a style change that must not count as the page's). The same click with the page changing right after that
     screenshot (blue): the page's stamp moved, so the observation is a second screenshot, blue."""
     env = make_env(browser_session)
     try:

@@ -204,30 +204,49 @@ class FillDisk(Injector):
 
 
 class MetricsTail(threading.Thread):
-    """Tails metrics.jsonl: `records` (every iteration line, in order) and `lines` (all lines)."""
+    """Tails metrics.jsonl: `records` (every iteration line, in order) and `lines` (all lines).
+
+    A resumed run cuts the log back to its checkpoint (`webrl.run.log.cut_logs`) before appending
+    again: when the file is shorter than what was read, or the last line read is no longer where
+    it was, the tail reads the file again from the start, so `records` is what the log holds."""
 
     def __init__(self, path: Path):
         super().__init__(daemon=True)
         self.path, self.records, self.lines, self.stop = path, [], 0, threading.Event()
+        self._offset, self._last = 0, b""
+
+    def poll(self) -> None:
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if len(data) < self._offset or data[self._offset - len(self._last):self._offset] != self._last:
+            self.records, self.lines, self._offset, self._last = [], 0, 0, b""  # the log was cut
+        chunk = data[self._offset:]
+        whole = chunk[:chunk.rfind(b"\n") + 1]
+        for line in whole.splitlines():
+            self.lines += 1
+            record = json.loads(line)
+            if "iteration" in record and "stage" not in record:
+                self.records.append(record)
+        if whole:
+            self._offset += len(whole)
+            self._last = whole.splitlines(keepends=True)[-1]
 
     def run(self) -> None:
-        offset = 0
         while not self.stop.wait(0.5):
-            if not self.path.exists():
-                continue
-            with open(self.path) as f:
-                f.seek(offset)
-                chunk = f.read()
-            whole = chunk[:chunk.rfind("\n") + 1]
-            offset += len(whole.encode())
-            for line in whole.splitlines():
-                self.lines += 1
-                record = json.loads(line)
-                if "iteration" in record and "stage" not in record:
-                    self.records.append(record)
+            self.poll()
 
     def after(self, t: float) -> Optional[dict]:
         return next((r for r in self.records if r["time"] > t), None)
+
+
+def checkpointed(root: Path, iteration: int) -> bool:
+    """Whether the checkpoint of `iteration` (or a later one) is published: a fault has recovered
+    only when the run logged an iteration after it and saved it (a full disk fails at the save)."""
+    from webrl.learner.checkpoint import list_checkpoints
+
+    return any(int(folder.name.split("-")[-1]) >= iteration for folder in list_checkpoints(root))
 
 
 def make_injectors(kinds: list[str], run_dir: Path, hang_s: float, disk_mb: int) -> dict[str, Injector]:
@@ -346,7 +365,7 @@ class Chaos:
             now, a = time.time(), self.active
             if a is not None:
                 after = self.tail.after(max(a.injected_at, started))
-                if after is not None:
+                if after is not None and checkpointed(self.run_dir / "checkpoints", after["iteration"]):
                     restarted = self.report.state["attempts"] > a.attempt
                     self.finish(f"{'run restarted, ' + self.resumed_line() if restarted else 'run continued'}",
                                 after["time"])

@@ -194,3 +194,32 @@ def test_fill_disk_leaves_a_mebibyte_so_a_checkpoint_write_fails_until_released(
     finally:
         disk.unmount()
     assert not os.path.ismount(tmp_path / "checkpoints")
+
+
+def test_the_metrics_tail_follows_a_log_cut_back_by_a_resume(tmp_path):
+    """Iterations 1-3 read; the resume cuts the log back to iteration 1 and appends 2' (and half
+    a line): the tail then holds [1, 2'], not [1, 2, 3] nor a broken line; a cut that is longer
+    again by the next poll (2' and 3' appended) is found by the last line read moving."""
+    log = tmp_path / "metrics.jsonl"
+    line = lambda it, t: json.dumps({"iteration": it, "time": t}) + "\n"  # noqa: E731
+    log.write_text(line(1, 1.0) + line(2, 2.0) + line(3, 3.0))
+    tail = chaos.MetricsTail(log)
+    tail.poll()
+    assert [(r["iteration"], r["time"]) for r in tail.records] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    log.write_text(line(1, 1.0) + line(2, 20.0) + '{"iteration": 3, "ti')
+    tail.poll()
+    assert [(r["iteration"], r["time"]) for r in tail.records] == [(1, 1.0), (2, 20.0)] and tail.lines == 2
+    log.write_text(line(1, 1.0) + line(2, 200.0) + line(3, 300.0) + line(4, 400.0))
+    tail.poll()
+    assert [r["time"] for r in tail.records] == [1.0, 200.0, 300.0, 400.0]
+
+
+def test_a_fault_recovers_only_once_a_later_iteration_is_checkpointed(tmp_path):
+    from webrl.learner.checkpoint import MANIFEST
+
+    root = tmp_path / "checkpoints"
+    assert not chaos.checkpointed(root, 3)
+    (root / "step-00000003").mkdir(parents=True)
+    assert not chaos.checkpointed(root, 3)  # unpublished (no manifest): a save that failed half-way
+    (root / "step-00000003" / MANIFEST).write_text("{}")
+    assert chaos.checkpointed(root, 3) and chaos.checkpointed(root, 2) and not chaos.checkpointed(root, 4)

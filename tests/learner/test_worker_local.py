@@ -216,3 +216,26 @@ def test_one_grpo_update_raises_positive_and_lowers_negative_advantage_responses
     advantage = np.array([s.advantage for s in samples])
     assert set(advantage) == {1.0, -1.0}
     assert change[advantage > 0].mean() > 0 > change[advantage < 0].mean(), change
+
+
+def test_a_checkpoint_write_that_fails_names_it_and_leaves_the_last_one(setup, tmp_path, monkeypatch):
+    """A full disk during a save (torch.save raising ENOSPC, as it does on a full filesystem):
+    CheckpointError naming the checkpoint and the free space; no half-written folder stays
+    behind, nothing is published, and the previous checkpoint still loads."""
+    import errno
+
+    import torch
+
+    group = setup[0]
+    good = group.save(str(tmp_path / "step-00000001"))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(CheckpointError, match=r"writing checkpoint .*step-00000002 failed: OSError: .*No space left "
+                                              r"on device.*MiB free on its filesystem"):
+        group.save(str(tmp_path / "step-00000002"))
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000001"]  # no .tmp-step-00000002 left
+    group.load(good)

@@ -277,18 +277,21 @@ class LearnerWorker:
             shutil.rmtree(temp, ignore_errors=True)
             temp.mkdir(parents=True)
         dist.barrier()
-        self.engine.save_checkpoint(str(temp / "deepspeed"), tag="state")
-        ckpt.rng_file(temp, self.rank).parent.mkdir(parents=True, exist_ok=True)
-        torch.save(ckpt.rng_state(), ckpt.rng_file(temp, self.rank))
-        state_dict = self.full_state_dict() if self.config.checkpoint.export_hf else None
-        if self.rank == 0:
-            if state_dict is not None:
-                self.module.model.save_pretrained(temp / "hf", state_dict=state_dict)
-                self.processor.save_pretrained(temp / "hf")
-            ckpt.write_state(temp, {
-                "policy_version": self.policy_version, "optimizer_steps": self.optimizer_steps,
-                "world_size": self.world_size, "zero_stage": self.config.zero_stage,
-                "client_state": client_state or {}})
+        try:
+            self.engine.save_checkpoint(str(temp / "deepspeed"), tag="state")
+            ckpt.rng_file(temp, self.rank).parent.mkdir(parents=True, exist_ok=True)
+            torch.save(ckpt.rng_state(), ckpt.rng_file(temp, self.rank))
+            state_dict = self.full_state_dict() if self.config.checkpoint.export_hf else None
+            if self.rank == 0:
+                if state_dict is not None:
+                    self.module.model.save_pretrained(temp / "hf", state_dict=state_dict)
+                    self.processor.save_pretrained(temp / "hf")
+                ckpt.write_state(temp, {
+                    "policy_version": self.policy_version, "optimizer_steps": self.optimizer_steps,
+                    "world_size": self.world_size, "zero_stage": self.config.zero_stage,
+                    "client_state": client_state or {}})
+        except (OSError, RuntimeError) as error:  # a full disk surfaces from torch as either
+            raise _write_failed(final, temp, error, remove=self.rank == 0) from error
         dist.barrier()
         if self.rank == 0:
             ckpt.publish(temp, final)
@@ -414,3 +417,25 @@ def _seeded_rng_state(seed: int) -> dict[str, Any]:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return ckpt.rng_state()
+
+
+FULL_DISK_BYTES = 64 << 20
+"""Below this much free space a failed checkpoint write is reported as a full disk."""
+
+
+def _write_failed(final: Path, temp: Path, error: Exception, remove: bool) -> ckpt.CheckpointError:
+    """The error for a checkpoint write that failed (torch reports a full disk as "unexpected
+    pos" or "iostream error"): it names the checkpoint, the free space left and that the last
+    published checkpoint is untouched. Removes the unpublished folder (rank 0), so a retry after
+    space was freed starts clean and the space it took is given back."""
+    if remove:
+        shutil.rmtree(temp, ignore_errors=True)
+    try:
+        free = shutil.disk_usage(final.parent).free
+    except OSError:
+        free = -1
+    full = " (the disk is full)" if 0 <= free < FULL_DISK_BYTES else ""
+    return ckpt.CheckpointError(
+        f"writing checkpoint {final} failed: {type(error).__name__}: {error}; {free / 2 ** 20:.1f} MiB free on "
+        f"its filesystem{full}. The last published checkpoint is untouched: free space and resume from it "
+        f"(run.resume=true)")

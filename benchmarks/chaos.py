@@ -31,16 +31,16 @@ renderers instead, which the env sees the same way (a call that never returns).
 What the run does is observed, not assumed. Seen in the smoke (2026-12-07, 3 tiny iterations):
 a killed LearnerWorker is noticed only at the update, after the iteration's whole collection
 (ActorDiedError, the run exits 1); the restarted run resumes from the last step-N. The aborted
-attempt's trajectories stay in trajectories.jsonl under the same group ids as the redo's, which
-is why the check below splits the log by attempt (library change proposed in the report).
+attempt's trajectories stayed in trajectories.jsonl under the same group ids as the redo's; since
+c14c7bb `run.resume` cuts the logs back to the checkpoint, so the check reads them as they stand.
 
 At the end the accounting check (`check_accounting`) reads metrics.jsonl and
 trajectories/trajectories.jsonl: every iteration 1..N logged; drawn_groups = trained_groups +
 filtered_groups + dropped_groups; the log holds exactly the drawn groups, each with group_size
 trajectories (rollout.balanced off, as in the default), the groups without a scored trajectory
-are the dropped ones, and no trajectory appears twice. An iteration redone after a restart is
-checked against its last attempt's lines (the attempts' boundaries are recorded at each
-restart). Every published checkpoint is verified against its manifest (sha256) and its hf/
+are the dropped ones, and no trajectory appears twice. The logs are read as they stand: a
+resumed run cut them back to its checkpoint, so an iteration redone after a restart must appear
+once. Every published checkpoint is verified against its manifest (sha256) and its hf/
 folder loaded with plain transformers.
 
 Output under --out (written as it happens, so a stopped run keeps its results; run again with the
@@ -438,10 +438,11 @@ def main(argv=None) -> int:
     try:
         chaos.run()
         state = chaos.report.state
+        # a resumed run cuts its logs back to its checkpoint (webrl.run.log.cut_logs), so the logs
+        # as they stand must hold every iteration once: no attempt boundaries to split them by
         accounting = check_accounting(_read_jsonl(out / "run/metrics.jsonl"),
                                       _read_jsonl(out / "run" / TRAJECTORY_LOG),
-                                      config.rollout.group_size, iterations, state["metric_starts"],
-                                      state["trajectory_starts"])
+                                      config.rollout.group_size, iterations)
         checkpoints = check_checkpoints(out / "run/checkpoints")
         chaos.report.write({"accounting": accounting, "checkpoints": checkpoints, "attempts": state["attempts"]})
     finally:

@@ -58,11 +58,10 @@ from dataclasses import dataclass
 from typing import IO, Optional
 from urllib.parse import urlsplit
 
-from webrl.config import ConfigError
+from webrl.config import LOOPBACK_HOSTS, ConfigError
 from webrl.envs.browser import CHROMIUM_FLAGS, DEBIAN_CHROMIUM
 from webrl.envs.browser_gate import KeyGate
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 """Addresses a browser server may bind without a key (the rule of `webrl serve`'s weight routes)."""
 MIN_KEY_CHARS = 16
 """Shortest key accepted; `python -c 'import secrets; print(secrets.token_urlsafe(32))'` makes one."""

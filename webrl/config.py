@@ -27,6 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, TypeVar
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Hosts a server webrl starts may bind without a key; any other address (127.0.0.3 included)
+is beyond loopback and needs one."""
+
 
 PRESET_DIR = Path(__file__).parent / "configs"
 TRACKERS = ("wandb", "mlflow")

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from webrl.chat.server_http import env_key, route_headers
+from webrl.config import LOOPBACK_HOSTS
 
 LOG_TAIL_LINES = 30
 
@@ -401,7 +402,7 @@ def start_server_actors(config: Any, model_path: str, log_root: str | Path, plac
 def check_launch_key(kind: str, host: str, api_key_env: str, api_key: str) -> None:
     """Refuse (ValueError, before anything binds) a server beyond loopback whose key variable is
     unnamed or unset on this node: without `--api-key` SGLang (and webrl serve) answer anyone."""
-    if host in ("127.0.0.1", "localhost", "::1") or api_key:
+    if host in LOOPBACK_HOSTS or api_key:
         return
     where = (f"rollout.server.api_key_env={api_key_env!r}, which is not set on this node" if api_key_env
              else "no rollout.server.api_key_env")

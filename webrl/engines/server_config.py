@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from webrl.config import fixed
+from webrl.config import LOOPBACK_HOSTS, fixed
 
 @dataclass
 class ServerConfig:
@@ -80,16 +80,12 @@ class ServerConfig:
         if self.python and self.launch != "vllm":
             raise ConfigError(f"rollout.server.python only acts with rollout.server.launch=vllm (the vLLM server's "
                               f"own environment), got launch={self.launch!r}")
-        if self.launch == "vllm" and self.host not in ("127.0.0.1", "localhost", "::1") and not self.api_key_env:
-            raise ConfigError(f"rollout.server.host={self.host!r}: a launched vLLM server beyond loopback needs "
-                              f"rollout.server.api_key_env (a variable holding a key it then asks for on every "
-                              f"route; vLLM's own --api-key leaves /collective_rpc, /pause and /update_weights "
-                              f"open), or a loopback host (allowed without a key: 127.0.0.1, localhost, ::1)")
-        if self.launch in ("webrl", "sglang") and self.host not in ("127.0.0.1", "localhost", "::1") \
-                and not self.api_key_env:
+        if self.launch != "none" and self.host not in LOOPBACK_HOSTS and not self.api_key_env:
+            why = ("; vLLM's own --api-key leaves /collective_rpc, /pause and /update_weights open, so it is asked "
+                   "on every route" if self.launch == "vllm" else "")
             raise ConfigError(f"rollout.server.host={self.host!r}: a launched {self.launch} server beyond loopback "
-                              f"needs rollout.server.api_key_env (a variable holding the key it then asks for), "
-                              f"or a loopback host (allowed without a key: 127.0.0.1, localhost, ::1)")
+                              f"needs rollout.server.api_key_env (a variable holding the key it then asks for{why}), "
+                              f"or a loopback host (allowed without a key: {', '.join(LOOPBACK_HOSTS)})")
         if self.launch == "vllm" and self.admin_api_key_env:
             raise ConfigError("rollout.server.admin_api_key_env is SGLang's admin key; a launched vLLM server takes "
                               "one key on every route: set rollout.server.api_key_env only")

@@ -32,10 +32,12 @@ import os
 from pathlib import Path
 from typing import Optional, Sequence
 
+from webrl.config import LOOPBACK_HOSTS
+
 PYTHON_VARIABLE = "WEBRL_VLLM_PYTHON"
 VENV_NAME = ".venv-vllm"
 MODULE = "vllm.entrypoints.launchers.api_server.entry"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+LOOPBACK = LOOPBACK_HOSTS  # webrl.config's, under the name this module's callers use
 SITE_FOLDER = Path(__file__).resolve().parent / "vllm_site"
 GUARD = "webrl_vllm_guard.KeyOnEveryRoute"
 """The server-side middleware that asks every route but GET /health for the key (vllm_site/)."""

@@ -37,6 +37,7 @@ from typing import Any, Optional
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 
 from webrl.chat.local import ChatEngine
+from webrl.config import LOOPBACK_HOSTS
 from webrl.chat.messages import SamplingParams
 from webrl.serve.protocol import RequestError, parse_chat_request
 
@@ -279,7 +280,7 @@ def serve_main(config: ServeConfig) -> int:
 
     if not config.model_path:
         raise ValueError("ServeConfig.model_path is required: the checkpoint folder to serve")
-    if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_key():
+    if config.host not in LOOPBACK_HOSTS and not config.api_key():
         # refused before the model loads: beyond loopback anyone who reaches the port could use
         # the model and, through the weight routes, replace it
         named = (f"export {config.api_key_env}=<key>" if config.api_key_env

@@ -36,6 +36,8 @@ import os
 import threading
 from typing import Any, Optional
 
+from webrl.config import LOOPBACK_HOSTS
+
 from fastapi import Request  # module level: FastAPI resolves the endpoints' string annotations here
 
 from webrl.serve.protocol import RequestError, check_keys, int_field, json_object
@@ -240,7 +242,7 @@ def mount_weight_routes(app: Any, updater: WeightUpdater, config: Any, authorise
 
     denied = "missing or wrong bearer key (send 'Authorization: Bearer <key>')"
     # replacing the served weights from any folder on disk is open only on loopback or behind a key
-    weights_open = config.host in ("127.0.0.1", "localhost", "::1") or bool(config.api_key() or config.admin_api_key())
+    weights_open = config.host in LOOPBACK_HOSTS or bool(config.api_key() or config.admin_api_key())
 
     def weight_route(path: str, parse, handle):
         @app.post(path)

@@ -132,6 +132,9 @@ def check_remote_settings(config: "BrowserConfig") -> None:
 
 def viewport_size(viewport: str) -> tuple[int, int]:
     """(width, height) of a preset name or a "WxH" string."""
+    if not isinstance(viewport, str):  # e.g. [1280, 720] from YAML: named, not a TypeError
+        raise ValueError(f"BrowserConfig.viewport must be a preset name ({sorted(VIEWPORT_PRESETS)}) or a 'WxH' "
+                         f"string, got {viewport!r} ({type(viewport).__name__}); write e.g. '1280x720'")
     if viewport in VIEWPORT_PRESETS:
         return VIEWPORT_PRESETS[viewport]
     parts = viewport.lower().split("x")

@@ -28,6 +28,8 @@ def test_viewport_presets():
     assert viewport_size("cpu") == (800, 600) and viewport_size("1024x768") == (1024, 768)
     with pytest.raises(ValueError, match="sides in 100..8192"):
         viewport_size("10x10")
+    with pytest.raises(ValueError, match=r"got \[332, 214\] \(list\); write e.g. '1280x720'"):
+        viewport_size([332, 214])  # YAML's natural spelling is named, not a TypeError
 
 
 @pytest.mark.browser

@@ -7,13 +7,25 @@
 One server per (checkpoint, pixel bounds) and test process, started on first use (30-90 s on
 2 cores) and stopped at the end of the run; at most `MAX_RUNNING` at once (the oldest is stopped
 first: each holds about 3 GiB). No vLLM environment is a failure, not a skip: `bash run.sh test`
-makes it, and CI runs that.
+makes it, and CI runs that. The one exception is a disk too small to hold it: then run.sh sets
+WEBRL_VLLM_SKIP to its reason (the free space it found) and every test that needs the server skips
+with that reason.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+SKIP_VARIABLE = "WEBRL_VLLM_SKIP"
+
+
+def skip_without_vllm() -> None:
+    """Skip the calling test when run.sh could not make vLLM's environment for want of disk."""
+    reason = os.environ.get(SKIP_VARIABLE, "")
+    if reason:
+        pytest.skip(f"no vLLM environment: {reason}")
 
 MAX_RUNNING = 1
 
@@ -52,6 +64,7 @@ class VLLMServers:
 
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory):
+    skip_without_vllm()
     servers = VLLMServers(Path(tmp_path_factory.mktemp("vllm")))
     yield servers
     servers.stop()

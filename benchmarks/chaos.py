@@ -21,12 +21,25 @@ their Ray process titles `ray::EnvWorker`, `ray::InferenceActor`, `ray::LearnerW
     disk_full         checkpoints/ is a tmpfs (--disk-mb); the fault fills it to 1 MiB free, so
                       the next checkpoint write hits ENOSPC; the filler is removed ("the operator
                       frees space") before the run is restarted
+    judge_down        SIGKILL the run's judge server (connections refused) for --judge-hold-s, then
+                      start it again on the same port
+    judge_slow        the judge server answers --judge-slow-s late (past reward.timeout_s=10) for
+                      --judge-hold-s
 
-Not implemented (NOT_INJECTED): the judge down / slow: the default scores the sandbox with its
-programmatic checker (reward.kind=programmatic), so no judge endpoint exists to take down. A
-server-side site hang: the sandbox sites are served by a thread inside each EnvWorker process
-(webrl.envs.sites.server), so nothing outside can stall only the server; site_hang stalls the
-renderers instead, which the env sees the same way (a call that never returns).
+The judge faults need a judge: the default scores with the sandbox's programmatic checker and a
+hosted judge cannot be reached from this machine, so with a judge fault among --faults the script
+starts a judge server of its own on 127.0.0.1 (`benchmarks/chaos_judge.py`: the chat-completions
+protocol, verdicts by the widgets checker's rule read from the action history) and appends, before
+the command line's overrides: reward.kind=judge reward.judge=action_history
+reward.base_url=http://127.0.0.1:PORT/v1 reward.model=sandbox-checker reward.timeout_s=10
+tasks.kinds=[click_button,click_link] (the kinds whose outcome the feedback shows). webrl drops a
+trajectory whose judge call fails after reward.max_retries (3) with the reason judge_timeout or
+judge_connection_error, never a 0 reward; the report counts the drops by that reason.
+
+Not implemented (NOT_INJECTED): a server-side site hang: the sandbox sites are served by a thread
+inside each EnvWorker process (webrl.envs.sites.server), so nothing outside can stall only the
+server; site_hang stalls the renderers instead, which the env sees the same way (a call that never
+returns).
 
 What the run does is observed, not assumed. Seen in the smoke (2026-12-07, 3 tiny iterations):
 a killed LearnerWorker is noticed only at the update, after the iteration's whole collection
@@ -53,10 +66,15 @@ faults.jsonl (one row per fault), state.json, report.md, report.json, run-N.log,
 (about 10-15 minutes on 2 idle cores: the default's 8 iterations take ~3.5 min, each fault that
 ends the run costs a restart (~1 min) and a redone iteration, site_hang holds --hang-s.) With
 disk_full the checkpoints live on the tmpfs and go with it when the script unmounts it at the end.
+The judge faults, on a run scored by the script's judge (above), in a run of their own:
+
+    python benchmarks/chaos.py --out /tmp/chaos-judge --seed 0 --faults judge_down,judge_slow \\
+        trainer.iterations=6 tasks.eval_tasks=8
 """
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
@@ -77,6 +95,7 @@ from webrl.rollout.viewer import TRAJECTORY_LOG
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_checks import (NOT_INJECTED, Fault, Report, check_accounting, check_checkpoints,  # noqa: E402,F401
                           fault_plan, trajectory_effects)
+from chaos_judge import JUDGE_KINDS, JudgeFault, JudgeProcess, judge_overrides  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ROOT / "examples" / "train_online_mind2web.py"
@@ -249,12 +268,15 @@ def checkpointed(root: Path, iteration: int) -> bool:
     return any(int(folder.name.split("-")[-1]) >= iteration for folder in list_checkpoints(root))
 
 
-def make_injectors(kinds: list[str], run_dir: Path, hang_s: float, disk_mb: int) -> dict[str, Injector]:
+def make_injectors(kinds: list[str], run_dir: Path, hang_s: float, disk_mb: int, judge: Optional[JudgeProcess] = None,
+                   judge_hold_s: float = 60.0, judge_slow_s: float = 15.0) -> dict[str, Injector]:
     made = {"chromium": lambda: KillChromium(), "env_worker": lambda: KillActor("EnvWorker"),
             "site_hang": lambda: HangSite(hang_s),
             "inference_worker": lambda: KillActor("InferenceActor", oldest=True),
             "learner_rank": lambda: KillActor("LearnerWorker"),
-            "disk_full": lambda: FillDisk(run_dir / "checkpoints", disk_mb)}
+            "disk_full": lambda: FillDisk(run_dir / "checkpoints", disk_mb),
+            "judge_down": lambda: JudgeFault(judge, judge_hold_s),
+            "judge_slow": lambda: JudgeFault(judge, judge_hold_s, slow_s=judge_slow_s)}
     unknown = [k for k in kinds if k not in made]
     if unknown:
         raise SystemExit(f"unknown fault kinds {unknown}; known: {sorted(made)} (not injectable: {NOT_INJECTED})")
@@ -413,6 +435,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--delay", default="3,20", help="seconds after the previous iteration's log line: lo,hi")
     parser.add_argument("--hang-s", type=float, default=75.0, help="site_hang: how long the renderers stay stopped")
     parser.add_argument("--disk-mb", type=int, default=2048, help="disk_full: the checkpoints tmpfs size")
+    parser.add_argument("--judge-hold-s", type=float, default=60.0, help="judge_down / judge_slow: how long")
+    parser.add_argument("--judge-slow-s", type=float, default=15.0, help="judge_slow: reply delay (> 10 s timeout)")
     parser.add_argument("--stall-s", type=float, default=420.0, help="no iteration this long: kill and resume")
     parser.add_argument("--max-restarts", type=int, default=8)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
@@ -426,13 +450,20 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: still kill the run and release (finally)
     out = args.out.resolve()
+    kinds = [k for k in args.faults.split(",") if k]
+    judge = JudgeProcess() if set(kinds) & set(JUDGE_KINDS) else None
+    if judge is not None:  # the run's judge: started here, before the run, and stopped here
+        judge.start()
+        atexit.register(judge.kill)  # after the finally below has released (restarted) it
+        args.overrides = [*judge_overrides(judge.url), *args.overrides]
     config = load_config(WebRLConfig, None, args.overrides)
-    iterations, kinds = config.trainer.iterations, [k for k in args.faults.split(",") if k]
+    iterations = config.trainer.iterations
     lo, hi = (float(x) for x in args.delay.split(","))
     plan = fault_plan(args.seed, kinds, args.per_fault, min(args.first_iteration, iterations), iterations, (lo, hi))
     (out / "run").mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps([asdict(f) for f in plan], indent=1))
-    injectors = make_injectors(kinds, out / "run", args.hang_s, args.disk_mb)
+    injectors = make_injectors(kinds, out / "run", args.hang_s, args.disk_mb, judge, args.judge_hold_s,
+                               args.judge_slow_s)
     chaos = Chaos(out, plan, injectors, args.overrides, args.seed, args.stall_s, args.max_restarts)
     accounting = ["not checked: the benchmark stopped early"]
     try:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 NOT_INJECTED = {
-    "judge_down": "the default scores with the sandbox's programmatic checker: no judge endpoint to take down",
-    "judge_slow": "the default scores with the sandbox's programmatic checker: no judge endpoint to slow down",
+    "site_server_hang": "the sandbox sites are served by a thread inside each EnvWorker process: nothing outside "
+                        "stalls only the server (site_hang stops the renderers instead)",
 }
 
 
@@ -109,12 +109,15 @@ def check_accounting(metrics: list[dict], trajectories: list[dict], group_size: 
 def trajectory_effects(trajectories: list[dict]) -> dict[str, Any]:
     """What the run did to the trajectories logged in a fault's window (the log's lines from the
     injection to the recovery; a dropped trajectory may have no time stamps, so lines, not times):
-    how many were retried (attempts > 1) and the dropped ones by reason (first 80 characters)."""
+    how many were retried (attempts > 1) and the dropped ones by reason: a judge failure by its
+    category ("judge_timeout: no reply from ... (after 4 attempts)" -> judge_timeout, as webrl's
+    metrics count it: the rest names the URL), any other reason by its first 80 characters."""
     retried, dropped = 0, {}
     for traj in trajectories:
         retried += int((traj.get("info") or {}).get("attempts") or 0) > 1
         if traj["status"] == "dropped":
-            reason = (traj.get("drop_reason") or "")[:80]
+            reason = traj.get("drop_reason") or ""
+            reason = reason.split(":", 1)[0] if reason.startswith("judge_") else reason[:80]
             dropped[reason] = dropped.get(reason, 0) + 1
     return {"retried": retried, "dropped": dropped}
 

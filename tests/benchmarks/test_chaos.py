@@ -1,5 +1,6 @@
 """benchmarks/chaos.py: the seeded fault plan, the accounting check, the report and its resume,
-and the actor-kill injector on a process tree of our own (no Ray, no browser, no run)."""
+the actor-kill injector on a process tree of our own, and the judge endpoint with its down / slow
+faults over real HTTP on 127.0.0.1 (no Ray, no browser, no run)."""
 import errno
 import json
 import os
@@ -14,6 +15,7 @@ import pytest
 from tests.benchmarks.helpers import load_benchmark
 
 chaos = load_benchmark("chaos")
+chaos_judge = load_benchmark("chaos_judge")
 KINDS = ["chromium", "env_worker", "site_hang", "inference_worker", "learner_rank", "disk_full"]
 
 
@@ -127,6 +129,15 @@ def test_trajectory_effects_counts_retries_and_drop_reasons():
     assert chaos.trajectory_effects(lines) == {"retried": 2, "dropped": {"infrastructure error": 1}}
 
 
+def test_judge_drops_are_counted_by_their_category():
+    # webrl's reasons name the URL and the attempts: two timeouts from different hosts are one row
+    lines = [traj("0:0:a", status="dropped"), traj("0:0:a", status="dropped"), traj("0:1:b", status="dropped")]
+    lines[0]["drop_reason"] = "judge_timeout: no reply from http://127.0.0.1:1/v1 within 10.0 s (after 4 attempts)"
+    lines[1]["drop_reason"] = "judge_timeout: no reply from http://127.0.0.1:2/v1 within 10.0 s (after 4 attempts)"
+    lines[2]["drop_reason"] = "judge_connection_error: [Errno 111] Connection refused (after 4 attempts)"
+    assert chaos.trajectory_effects(lines)["dropped"] == {"judge_timeout": 2, "judge_connection_error": 1}
+
+
 # -- the report and its resume --------------------------------------------------------------------
 def test_the_report_is_written_per_row_and_a_rerun_keeps_the_rows(tmp_path):
     report = chaos.Report(tmp_path)
@@ -142,7 +153,7 @@ def test_the_report_is_written_per_row_and_a_rerun_keeps_the_rows(tmp_path):
     assert "| env_worker | 2/2 | 2 | 16.0 / 20.0 | run continued x2 |" in md
     assert "| learner_rank | 0/1 | 0 | - | not injected: none x1 |" in md
     assert "| 1 | env_worker | 3 | pid 2 | run continued | 1 | 2 | 20.0 |" in md
-    assert "judge_down" in md
+    assert "site_server_hang" in md and "judge_down" not in md  # judge faults are injected now
     again = chaos.Report(tmp_path)
     assert again.done == {0, 1, 2} and again.state["attempts"] == 2 and len(again.rows) == 3
     summary = json.loads((tmp_path / "report.json").read_text())["summary"]
@@ -176,8 +187,8 @@ def test_kill_actor_kills_the_titled_descendant_and_says_so_when_there_is_none()
 
 
 def test_unknown_fault_kinds_are_refused_with_the_known_ones(tmp_path):
-    with pytest.raises(SystemExit, match="judge_down"):
-        chaos.make_injectors(["judge_down"], tmp_path, 1.0, 16)
+    with pytest.raises(SystemExit, match="judge_down"):  # the known ones are listed
+        chaos.make_injectors(["judge_gone"], tmp_path, 1.0, 16)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
@@ -223,3 +234,105 @@ def test_a_fault_recovers_only_once_a_later_iteration_is_checkpointed(tmp_path):
     assert not chaos.checkpointed(root, 3)  # unpublished (no manifest): a save that failed half-way
     (root / "step-00000003" / MANIFEST).write_text("{}")
     assert chaos.checkpointed(root, 3) and chaos.checkpointed(root, 2) and not chaos.checkpointed(root, 4)
+
+
+# -- the judge endpoint and its faults ------------------------------------------------------------
+def judged(judge_url, goal, steps, timeout_s=10.0, max_retries=0):
+    """A trajectory of clicks (feedback as the env writes it) and a stop, scored by webrl's own
+    action-history judge over HTTP against `judge_url`."""
+    from webrl.actions import Action
+    from webrl.reward import ActionHistoryJudge, JudgeReward, OpenAIBackendConfig, OpenAIChatBackend
+    from webrl.types import Trajectory, Turn
+
+    turns = [Turn(action=Action.click(i), feedback=feedback) for i, feedback in enumerate(steps)]
+    turns.append(Turn(action=Action.stop()))
+    backend = OpenAIChatBackend(OpenAIBackendConfig(base_url=judge_url, model=chaos_judge.JUDGE_MODEL,
+                                                    timeout_s=timeout_s, max_retries=max_retries))
+    try:
+        return JudgeReward(ActionHistoryJudge(), backend)(Trajectory(task_id="t", goal=goal, turns=turns))
+    finally:
+        backend.close()
+
+
+@pytest.fixture
+def judge():
+    process = chaos.JudgeProcess()
+    process.start()
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+def test_the_checker_rule_worked_by_hand():
+    # widgets check_click: the set of buttons clicked is exactly the task's; the toast's Dismiss
+    # is not a click the page reports
+    verdict = chaos_judge.checker_verdict
+    assert verdict('Click the "Send" button.', "click(1) -> Clicked <button> 'Send'") is True
+    assert verdict('Press "Send".', "click(1) -> Clicked <button> 'Send'\nclick(2) -> Clicked <button> 'Dismiss'") is True
+    assert verdict('Press "Send".', "click(1) -> Clicked <button> 'Send'\nclick(2) -> Clicked <button> 'Done'") is False
+    assert verdict('Press "Send".', "click(1) -> Clicked <a> 'Send'") is False  # a link is not the button
+    assert verdict('Open the "Pricing" page.', "click(0) -> Clicked <a> 'Pricing'") is True
+    assert verdict('Press "Send".', "click_at(5, 9) -> Clicked at (5, 9) on <button> 'Send'") is True
+    assert verdict('Press "Bob\'s".', 'click(4) -> Clicked <button> "Bob\'s"') is True  # repr: double quotes
+    assert verdict('Follow the "Pricing" link.', "stop()") is False
+    assert verdict('Type "x" into the "Name" field.', "") is None  # a kind it does not read
+
+
+def test_the_judge_server_answers_webrl_judge_requests_by_the_checker_rule(judge):
+    # the real client (OpenAIChatBackend) -> POST /v1/chat/completions on 127.0.0.1 -> verdict
+    assert judge.url.startswith("http://127.0.0.1:") and judge.port > 0
+    clicked = judged(judge.url, 'Click the "Send" button.', ["Clicked <button> 'Send'"])
+    assert clicked.reward == 1.0 and "Verdict: SUCCESS" in clicked.details["reply"]
+    assert judged(judge.url, 'Click the "Send" button.', ["Clicked <button> 'Done'"]).reward == 0.0
+    # a task it cannot read: no verdict, which webrl drops rather than scoring 0
+    unread = judged(judge.url, 'Type "x" into the "Name" field.', ["Typed 'x' into <input> 'Name'"])
+    assert unread.reward is None and unread.drop_reason.startswith("judge_unparseable")
+
+
+def test_judge_down_refuses_connections_then_the_server_comes_back_on_its_port(judge):
+    port = judge.port
+    fault = chaos.JudgeFault(judge, hold_s=60.0)
+    assert "killed" in fault.inject(0, random.Random(0))
+    down = judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"])
+    assert down.reward is None and down.drop_reason.startswith("judge_connection_error")
+    fault.release()  # before the 60 s timer: the timer's later release does nothing
+    assert judge.alive and judge.port == port
+    assert judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"]).reward == 1.0
+    fault.release()
+    assert judge.alive
+
+
+def test_judge_slow_answers_after_the_delay_and_times_out_a_shorter_timeout(judge):
+    fault = chaos.JudgeFault(judge, hold_s=60.0, slow_s=1.5)
+    fault.inject(0, random.Random(0))
+    started = time.monotonic()
+    late = judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"], timeout_s=5.0)
+    assert late.reward == 1.0 and time.monotonic() - started >= 1.5
+    timed_out = judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"], timeout_s=0.5)
+    assert timed_out.reward is None and timed_out.drop_reason.startswith("judge_timeout")
+    fault.release()
+    started = time.monotonic()
+    assert judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"], timeout_s=0.5).reward == 1.0
+    assert time.monotonic() - started < 1.5
+
+
+def test_the_judge_overrides_are_accepted_by_the_config_loader():
+    from webrl.config import load_config
+    from webrl.run.config import WebRLConfig
+
+    overrides = chaos.judge_overrides("http://127.0.0.1:8123/v1")
+    config = load_config(WebRLConfig, None, [*overrides, "trainer.iterations=3"])
+    assert (config.reward.kind, config.reward.judge, config.reward.base_url, config.reward.timeout_s) == (
+        "judge", "action_history", "http://127.0.0.1:8123/v1", 10.0)
+    assert config.tasks.kinds == ["click_button", "click_link"] and config.trainer.iterations == 3
+
+
+def test_the_judge_faults_are_planned_and_made(tmp_path):
+    plan = chaos.fault_plan(0, ["judge_down", "judge_slow"], 1, 2, 3)
+    assert sorted(f.kind for f in plan) == ["judge_down", "judge_slow"]
+    assert "judge_down" not in chaos.NOT_INJECTED and "judge_slow" not in chaos.NOT_INJECTED
+    made = chaos.make_injectors(["judge_down", "judge_slow"], tmp_path, 1.0, 16, chaos.JudgeProcess(), 30.0, 12.0)
+    assert (made["judge_down"].slow_s, made["judge_slow"].slow_s, made["judge_slow"].hold_s) == (None, 12.0, 30.0)
+    args = chaos.parse_args(["--out", str(tmp_path), "--faults", "judge_down,judge_slow"])
+    assert (args.faults, args.judge_hold_s, args.judge_slow_s) == ("judge_down,judge_slow", 60.0, 15.0)

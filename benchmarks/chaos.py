@@ -21,10 +21,11 @@ their Ray process titles `ray::EnvWorker`, `ray::InferenceActor`, `ray::LearnerW
     disk_full         checkpoints/ is a tmpfs (--disk-mb); the fault fills it to 1 MiB free, so
                       the next checkpoint write hits ENOSPC; the filler is removed ("the operator
                       frees space") before the run is restarted
-    judge_down        SIGKILL the run's judge server (connections refused) for --judge-hold-s, then
-                      start it again on the same port
-    judge_slow        the judge server answers --judge-slow-s late (past reward.timeout_s=10) for
-                      --judge-hold-s
+    judge_down        SIGKILL the run's judge server (connections refused) until the run logs the
+                      iteration (at most --judge-hold-s when > 0), then start it again on its port
+    judge_slow        the judge server answers its next --judge-slow-requests chat requests
+                      --judge-slow-s late (past reward.timeout_s=10); counted in requests, since
+                      judge calls come only at the iteration's scoring (`chaos_judge.JudgeFault`)
 
 The judge faults need a judge: the default scores with the sandbox's programmatic checker and a
 hosted judge cannot be reached from this machine, so with a judge fault among --faults the script
@@ -269,14 +270,16 @@ def checkpointed(root: Path, iteration: int) -> bool:
 
 
 def make_injectors(kinds: list[str], run_dir: Path, hang_s: float, disk_mb: int, judge: Optional[JudgeProcess] = None,
-                   judge_hold_s: float = 60.0, judge_slow_s: float = 15.0) -> dict[str, Injector]:
+                   judge_hold_s: float = 0.0, judge_slow_s: float = 15.0, judge_slow_requests: int = 8
+                   ) -> dict[str, Injector]:
     made = {"chromium": lambda: KillChromium(), "env_worker": lambda: KillActor("EnvWorker"),
             "site_hang": lambda: HangSite(hang_s),
             "inference_worker": lambda: KillActor("InferenceActor", oldest=True),
             "learner_rank": lambda: KillActor("LearnerWorker"),
             "disk_full": lambda: FillDisk(run_dir / "checkpoints", disk_mb),
             "judge_down": lambda: JudgeFault(judge, judge_hold_s),
-            "judge_slow": lambda: JudgeFault(judge, judge_hold_s, slow_s=judge_slow_s)}
+            "judge_slow": lambda: JudgeFault(judge, judge_hold_s, slow_s=judge_slow_s,
+                                             slow_requests=judge_slow_requests)}
     unknown = [k for k in kinds if k not in made]
     if unknown:
         raise SystemExit(f"unknown fault kinds {unknown}; known: {sorted(made)} (not injectable: {NOT_INJECTED})")
@@ -435,8 +438,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--delay", default="3,20", help="seconds after the previous iteration's log line: lo,hi")
     parser.add_argument("--hang-s", type=float, default=75.0, help="site_hang: how long the renderers stay stopped")
     parser.add_argument("--disk-mb", type=int, default=2048, help="disk_full: the checkpoints tmpfs size")
-    parser.add_argument("--judge-hold-s", type=float, default=60.0, help="judge_down / judge_slow: how long")
+    parser.add_argument("--judge-hold-s", type=float, default=0.0,
+                        help="judge_down / judge_slow: at most this long (0: until the run logs the iteration)")
     parser.add_argument("--judge-slow-s", type=float, default=15.0, help="judge_slow: reply delay (> 10 s timeout)")
+    parser.add_argument("--judge-slow-requests", type=int, default=8, help="judge_slow: how many replies are late")
     parser.add_argument("--stall-s", type=float, default=420.0, help="no iteration this long: kill and resume")
     parser.add_argument("--max-restarts", type=int, default=8)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
@@ -463,7 +468,7 @@ def main(argv=None) -> int:
     (out / "run").mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps([asdict(f) for f in plan], indent=1))
     injectors = make_injectors(kinds, out / "run", args.hang_s, args.disk_mb, judge, args.judge_hold_s,
-                               args.judge_slow_s)
+                               args.judge_slow_s, args.judge_slow_requests)
     chaos = Chaos(out, plan, injectors, args.overrides, args.seed, args.stall_s, args.max_restarts)
     accounting = ["not checked: the benchmark stopped early"]
     try:

@@ -19,9 +19,9 @@ click on a tab (also a <button>) counts here and not there; `tasks.kinds` keeps 
 kinds whose outcome the feedback shows (a task it cannot read gets a reply without a verdict,
 which webrl drops as judge_unparseable, so the report would show it).
 
-Faults: judge_down SIGKILLs the server for --judge-hold-s (connections are refused), then starts
-it again on the same port; judge_slow makes it answer `delay_s` (> reward.timeout_s) late for
---judge-hold-s (`PUT /chaos/delay`). webrl drops a trajectory whose judge call fails after its
+Faults (`JudgeFault`): judge_down SIGKILLs the server (connections are refused) until chaos.py
+releases it, then starts it again on the same port; judge_slow makes its next N chat requests
+answer `delay_s` (> reward.timeout_s) late (`PUT /chaos/delay`). webrl drops a trajectory whose judge call fails after its
 retries with the reason "judge_connection_error: ..." / "judge_timeout: ..." (never a 0 reward);
 `trajectory_effects` counts drops by that category.
 
@@ -92,7 +92,8 @@ def judge_reply(body: dict) -> str:
 
 
 class Handler(BaseHTTPRequestHandler):
-    delay_s = 0.0  # set on the class: every request thread reads it
+    delay_s, slow_left = 0.0, 0  # set on the class: the next `slow_left` chat requests wait `delay_s`
+    lock = threading.Lock()
 
     def _send(self, code: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -102,14 +103,19 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_PUT(self) -> None:  # /chaos/delay {"seconds": s}: judge_slow
+    def do_PUT(self) -> None:  # /chaos/delay {"seconds": s, "requests": n}: judge_slow
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).delay_s = float(body["seconds"])
-        self._send(200, {"delay_s": self.delay_s})
+        with self.lock:
+            type(self).delay_s, type(self).slow_left = float(body["seconds"]), int(body["requests"])
+        self._send(200, {"delay_s": self.delay_s, "requests": self.slow_left})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        time.sleep(self.delay_s)
+        with self.lock:
+            slow = self.slow_left > 0
+            type(self).slow_left -= slow
+        if slow:
+            time.sleep(self.delay_s)
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._send(404, {"error": {"message": f"no route {self.path}"}})
         text = judge_reply(body)
@@ -155,31 +161,43 @@ class JudgeProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def set_delay(self, seconds: float) -> None:
+    def set_delay(self, seconds: float, requests: int) -> None:
+        """The next `requests` chat requests are answered `seconds` late (0, 0: none)."""
         request = urllib.request.Request(self.url.removesuffix("/v1") + "/chaos/delay", method="PUT",
-                                         data=json.dumps({"seconds": seconds}).encode())
+                                         data=json.dumps({"seconds": seconds, "requests": requests}).encode())
         with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as reply:
             reply.read()
 
 
 class JudgeFault:
-    """judge_down (`slow_s` None: the server killed, started again after `hold_s`) or judge_slow
-    (each reply `slow_s` late for `hold_s`). An `Injector` of `benchmarks/chaos.py`."""
+    """judge_down (`slow_s` None: the server killed) or judge_slow (its next `slow_requests`
+    chat requests answered `slow_s` late). An `Injector` of `benchmarks/chaos.py`.
 
-    def __init__(self, judge: JudgeProcess, hold_s: float, slow_s: Optional[float] = None):
-        self.judge, self.hold_s, self.slow_s, self.timer = judge, hold_s, slow_s, None
+    The fault lasts until chaos.py releases it, when the run has logged the iteration it fired in
+    (or the run died), or `hold_s` after injection when `hold_s` > 0. Judge calls come only at the
+    iteration's scoring, after its collection: a fault timed in seconds from injection would miss
+    them on a loaded machine (seen: a 60 s judge_slow ended before the scoring began, nothing
+    dropped), so judge_down holds through the scoring, and judge_slow counts requests, not seconds
+    (a whole iteration of 15 s replies past a 10 s timeout, each tried 4 times, would stall it)."""
+
+    def __init__(self, judge: JudgeProcess, hold_s: float = 0.0, slow_s: Optional[float] = None,
+                 slow_requests: int = 8):
+        self.judge, self.hold_s, self.slow_s, self.slow_requests, self.timer = judge, hold_s, slow_s, slow_requests, None
         self.held, self.lock = False, threading.Lock()  # released by the timer or by chaos.py, once
 
     def inject(self, run_pid: int, rng: Any) -> str:
+        until = f"for {self.hold_s:g}s" if self.hold_s > 0 else "until the run logs the iteration"
         if self.slow_s is None:
             self.judge.kill()
-            what = f"judge server on port {self.judge.port} killed for {self.hold_s:g}s"
+            what = f"judge server on port {self.judge.port} killed {until}"
         else:
-            self.judge.set_delay(self.slow_s)
-            what = f"judge replies {self.slow_s:g}s late for {self.hold_s:g}s (reward.timeout_s {JUDGE_TIMEOUT_S:g})"
+            self.judge.set_delay(self.slow_s, self.slow_requests)
+            what = (f"judge's next {self.slow_requests} replies {self.slow_s:g}s late (reward.timeout_s "
+                    f"{JUDGE_TIMEOUT_S:g}) {until}")
         self.held = True
-        self.timer = threading.Timer(self.hold_s, self.release)
-        self.timer.start()
+        if self.hold_s > 0:
+            self.timer = threading.Timer(self.hold_s, self.release)
+            self.timer.start()
         return what
 
     def release(self) -> None:
@@ -192,7 +210,7 @@ class JudgeFault:
             if self.slow_s is None:
                 self.judge.start()
             else:
-                self.judge.set_delay(0.0)
+                self.judge.set_delay(0.0, 0)
 
 
 if __name__ == "__main__":

@@ -292,11 +292,11 @@ def test_the_judge_server_answers_webrl_judge_requests_by_the_checker_rule(judge
 
 def test_judge_down_refuses_connections_then_the_server_comes_back_on_its_port(judge):
     port = judge.port
-    fault = chaos.JudgeFault(judge, hold_s=60.0)
-    assert "killed" in fault.inject(0, random.Random(0))
+    fault = chaos.JudgeFault(judge)
+    assert "killed until the run logs the iteration" in fault.inject(0, random.Random(0))
     down = judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"])
     assert down.reward is None and down.drop_reason.startswith("judge_connection_error")
-    fault.release()  # before the 60 s timer: the timer's later release does nothing
+    fault.release()  # chaos.py's release once the run logged the iteration
     assert judge.alive and judge.port == port
     assert judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"]).reward == 1.0
     fault.release()
@@ -304,13 +304,20 @@ def test_judge_down_refuses_connections_then_the_server_comes_back_on_its_port(j
 
 
 def test_judge_slow_answers_after_the_delay_and_times_out_a_shorter_timeout(judge):
-    fault = chaos.JudgeFault(judge, hold_s=60.0, slow_s=1.5)
-    fault.inject(0, random.Random(0))
+    # 5 late replies: the first judgement takes 1 (in time at a 5 s timeout), the second all 4
+    # of its tries (max_retries 3, each timing out at 0.5 s: dropped), the third none of them
+    fault = chaos.JudgeFault(judge, slow_s=1.5, slow_requests=5)
+    assert "next 5 replies 1.5s late" in fault.inject(0, random.Random(0))
     started = time.monotonic()
     late = judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"], timeout_s=5.0)
     assert late.reward == 1.0 and time.monotonic() - started >= 1.5
-    timed_out = judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"], timeout_s=0.5)
+    timed_out = judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"], timeout_s=0.5, max_retries=3)
     assert timed_out.reward is None and timed_out.drop_reason.startswith("judge_timeout")
+    assert "(after 4 attempts)" in timed_out.drop_reason
+    started = time.monotonic()
+    assert judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"], timeout_s=0.5).reward == 1.0
+    assert time.monotonic() - started < 1.5  # counted out: on time again before the release
+    fault.inject(0, random.Random(0))
     fault.release()
     started = time.monotonic()
     assert judged(judge.url, 'Press "Send".', ["Clicked <button> 'Send'"], timeout_s=0.5).reward == 1.0
@@ -332,7 +339,9 @@ def test_the_judge_faults_are_planned_and_made(tmp_path):
     plan = chaos.fault_plan(0, ["judge_down", "judge_slow"], 1, 2, 3)
     assert sorted(f.kind for f in plan) == ["judge_down", "judge_slow"]
     assert "judge_down" not in chaos.NOT_INJECTED and "judge_slow" not in chaos.NOT_INJECTED
-    made = chaos.make_injectors(["judge_down", "judge_slow"], tmp_path, 1.0, 16, chaos.JudgeProcess(), 30.0, 12.0)
-    assert (made["judge_down"].slow_s, made["judge_slow"].slow_s, made["judge_slow"].hold_s) == (None, 12.0, 30.0)
+    made = chaos.make_injectors(["judge_down", "judge_slow"], tmp_path, 1.0, 16, chaos.JudgeProcess(), 30.0, 12.0, 6)
+    assert (made["judge_down"].slow_s, made["judge_slow"].slow_s, made["judge_slow"].hold_s,
+            made["judge_slow"].slow_requests) == (None, 12.0, 30.0, 6)
     args = chaos.parse_args(["--out", str(tmp_path), "--faults", "judge_down,judge_slow"])
-    assert (args.faults, args.judge_hold_s, args.judge_slow_s) == ("judge_down,judge_slow", 60.0, 15.0)
+    assert (args.faults, args.judge_hold_s, args.judge_slow_s, args.judge_slow_requests) == (
+        "judge_down,judge_slow", 0.0, 15.0, 8)

@@ -31,6 +31,22 @@ final screenshot.
     .venv/bin/python benchmarks/collection_throughput.py --out benchmarks/results/collection_2026-12-04
 
 About 8 minutes on 2 cores (two main-job runs of about 100 s each). Measure on a quiet machine.
+
+Real-Chromium points (issue #53 item 3; benchmarks/chromium_slots.py), run alone, nothing else:
+
+    .venv/bin/python benchmarks/collection_throughput.py --chromium-slots 4 8 16 24 \
+        --out benchmarks/results/chromium_slots_2026-12-07
+
+the instant-policy loop at each slot count (one EnvWorker of N slots, env.threads=0: one browser
+per slot up to 4, more slots share those 4) for a 30 s window after 10 s (--chromium-seconds,
+--chromium-warmup-s): env steps/s, steps per reset, the env side's PSS (EnvWorker process and
+every Chromium under it) per slot, the driver's RSS and the machine's available memory before the
+point and at its window's end. A point whose projected memory (the previous point's MiB per slot
+x slots + 2 GiB) exceeds the available memory is not run: the sweep stops there and says why.
+Points land in result.json ("chromium_points", each as it is measured; a rerun with the same
+settings runs only the missing ones) and as a markdown table in chromium_slots.md. About 1-2 min
+a point (Ray's start, every slot's first load, 40 s of collection, the drain; 2.5 min for 2 slots
+at load average 30 on 2 cores).
 """
 from __future__ import annotations
 
@@ -51,6 +67,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import chromium_slots  # noqa: E402
 CLICKABLE = ", ".join(f"{s}:visible" for s in ("a[href]", "button", "input", "select", "[role=button]"))
 """What the raw loops click: visible links and controls (a hidden one would wait out the click's timeout)."""
 
@@ -199,6 +217,39 @@ def rate_row(r: dict) -> dict:
     return {"steps_per_s": r["steps"] / r["wall_s"], **r}
 
 
+def chromium_sweep(args, out, run_dir: Path) -> int:
+    """--chromium-slots: the instant-policy loop at each slot count, alone (benchmarks/chromium_slots.py);
+    points of the same settings already in result.json are kept, the file's other rows untouched."""
+    import psutil
+
+    lengths = [int(x) for x in args.lengths.split(",") if x] or [3]
+    settings = {"lengths": lengths, "seed": args.seed, "seconds": args.chromium_seconds,
+                "warmup_s": args.chromium_warmup_s}
+    saved = json.loads((out / "result.json").read_text()) if out and (out / "result.json").is_file() else {}
+    points = list(saved.get("chromium_points", [])) if saved.get("chromium_settings") == settings else []
+
+    def save(points: list, stopped: str) -> None:
+        if out:
+            out.mkdir(parents=True, exist_ok=True)
+            sweep = {"chromium_settings": settings, "chromium_points": points, "chromium_stopped": stopped}
+            (out / "result.json").write_text(json.dumps({**saved, **sweep}, indent=1))
+
+    def measure(slots: int) -> dict:
+        print(f"{slots} slots: measuring (load average {loadavg()})", flush=True)
+        return chromium_slots.run_point(slots, lambda: InstantEngine(tuple(lengths), args.seed), make_tasks,
+                                        max(lengths), args.seed, args.chromium_seconds, args.chromium_warmup_s, run_dir)
+
+    stopped = chromium_slots.sweep(args.chromium_slots, points, measure,
+                                   lambda: psutil.virtual_memory().available / chromium_slots.MB, save)
+    report = (f"{chromium_slots.markdown_table(points)}\n\nwidgets level 0, 640x480, one EnvWorker (env.threads=0), "
+              f"episode lengths {lengths}, {args.chromium_seconds:g} s measured after {args.chromium_warmup_s:g} s; "
+              f"{'stopped: ' + stopped if stopped else 'every point run'}; load average after: {loadavg()}\n")
+    print("\n" + report)
+    if out:
+        (out / "chromium_slots.md").write_text(report)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--slots", type=int, default=4)
@@ -209,10 +260,17 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-job", action="store_true", help="floors only")
     parser.add_argument("--out", default="", help="folder for result.json")
+    parser.add_argument("--chromium-slots", type=int, nargs="+", default=[],
+                        help="run only the real-Chromium sweep of the instant-policy loop at these slot counts")
+    parser.add_argument("--chromium-seconds", type=float, default=30.0, help="the sweep's measured window per point")
+    parser.add_argument("--chromium-warmup-s", type=float, default=10.0,
+                        help="the sweep's collection before the window")
     args = parser.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     run_dir = Path(tempfile.mkdtemp(prefix="webrl-collection-"))
     print(f"load average before: {loadavg()}", flush=True)
+    if args.chromium_slots:
+        return chromium_sweep(args, Path(args.out) if args.out else None, run_dir)
     settings = {"slots": args.slots, "episodes": args.episodes, "lengths": args.lengths, "seed": args.seed}
     out = Path(args.out) if args.out else None
     saved = json.loads((out / "result.json").read_text()) if out and (out / "result.json").is_file() else {}

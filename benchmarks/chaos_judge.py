@@ -119,8 +119,11 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._send(404, {"error": {"message": f"no route {self.path}"}})
         text = judge_reply(body)
-        self._send(200, {"model": body.get("model", JUDGE_MODEL), "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+        try:
+            self._send(200, {"model": body.get("model", JUDGE_MODEL), "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # judge_slow: the client timed out and left before the late reply
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -15,7 +15,7 @@ informative_groups (`collect_metrics`) counts the informative groups drawn, trai
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webrl.envs.task import draw_tasks
@@ -69,7 +69,7 @@ def collect_batch(config: WebRLConfig, parts: Any, estimates: SuccessEstimates, 
     tasks, sizes, planned = draw_iteration(config, parts.train_source, estimates, iteration)
     trajectories, stats = parts.coordinator.collect(tasks, iteration, sizes)
     batch = Batch(tasks, trajectories, trajectories, score_round(config, parts, estimates, trajectories, stats),
-                  stats, planned)
+                  replace(stats), planned)  # a copy: the rounds add into it, the caller's stays the first round's
     refined_only = config.dyna.is_sim_iteration(iteration) and not config.dyna.train_collected
     return refill(config, parts, estimates, iteration, batch) if sampling_active(config) and not refined_only else batch
 

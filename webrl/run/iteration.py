@@ -61,11 +61,14 @@ def success_threshold(config: WebRLConfig) -> float:
 def collect_metrics(trajectories: list, stats: Any, version: int, collect_s: float) -> dict[str, float]:
     """The collection's part of the iteration's metrics (`stats`: the coordinator's `RolloutStats`;
     `version`: the learner's policy version when the collection was asked for; informative groups:
-    groups of scored trajectories whose rewards differ)."""
+    groups of scored trajectories whose rewards differ). `dropped` counts the rollout's drops
+    (infrastructure, env errors); a judge's drops at scoring are `reward/n_dropped`; `retries` the
+    trajectories restarted after an infrastructure error."""
     informative = informative_groups(trajectories)
     return {"informative_groups": float(informative),
             "informative_groups_per_min": informative / max(collect_s / 60.0, 1e-9),
-            "trajectories": stats.trajectories, "dropped": stats.dropped, "env_steps": stats.env_steps,
+            "trajectories": stats.trajectories, "dropped": stats.dropped, "retries": stats.retries,
+            "env_steps": stats.env_steps,
             "env_steps_per_s": stats.steps_per_s, "log_bytes": stats.log_bytes,
             "prompt_tokens": stats.prompt_tokens, "cached_prompt_tokens": stats.cached_tokens,
             "time_collect_s": collect_s, "staleness": staleness(trajectories, version), "stale": stats.stale}

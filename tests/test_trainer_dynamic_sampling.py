@@ -21,7 +21,7 @@ def scripted_reward(group_id: str, seen: set) -> RewardResult:
     return RewardResult(1.0 if first and (k in INFORMATIVE_FIRST_ROUND or k >= 8) else 0.0)
 
 
-def run_one_iteration(tmp_path, seed=0):
+def run_one_iteration(tmp_path, seed=0, reward=scripted_reward):
     """One step of a seeded run (8 tasks x 2 rollouts); returns its metrics, the collect calls
     ([(task ids, first_group, env steps)]), the logged trajectories and the learner."""
     from webrl.run.trainer import Trainer
@@ -34,7 +34,7 @@ def run_one_iteration(tmp_path, seed=0):
     try:
         trainer.prepare()
         parts, seen, calls, logged = trainer.parts, set(), [], []
-        parts.reward_fn = lambda traj: scripted_reward(traj.group_id, seen)
+        parts.reward_fn = lambda traj: reward(traj.group_id, seen)
         collect, log = parts.coordinator.collect, parts.trajectory_log
 
         def recording_collect(tasks, iteration=0, group_sizes=None, first_group=0):
@@ -71,6 +71,18 @@ def test_an_iteration_with_3_of_8_informative_draws_another_round_and_trains_on_
     # credit saw only the 8 trained groups, each [1, 0]
     assert metrics["num_groups"] == 8.0 and metrics["kept_trajectories"] == 16.0
     assert len(learner.updates) == 1 and metrics["samples"] == len(learner.updates[0]) > 0
+
+
+def test_a_round_dropped_whole_at_scoring_draws_no_other(tmp_path):
+    """The judge down for the whole round: its 8 groups are dropped and no extra round is drawn
+    (it would be dropped too); the iteration trains on nothing and says so in its counts."""
+    metrics, calls, logged, learner = run_one_iteration(
+        tmp_path, reward=lambda group_id, seen: RewardResult.drop("judge_connection_error", "refused"))
+    assert [(len(ids), first) for ids, first, _ in calls] == [(8, 0)]
+    assert metrics["dynamic_sampling/rounds"] == 0.0
+    assert (metrics["drawn_groups"], metrics["trained_groups"], metrics["filtered_groups"],
+            metrics["dropped_groups"]) == (8.0, 0.0, 0.0, 8.0)
+    assert metrics["reward/n_dropped"] == 16.0 and len(logged) == 16  # 8 groups x 2, each logged once
 
 
 def test_one_seed_draws_the_same_tasks_and_the_round_draws_from_its_own_stream(tmp_path):

@@ -12,6 +12,11 @@ Accounting (the iteration's metrics): drawn_groups = trained_groups + filtered_g
 dropped_groups, over every round; filtered_groups counts every scored group left out (rewards all
 equal, or informative past the target); dropped_groups those with no scored trajectory.
 informative_groups (`collect_metrics`) counts the informative groups drawn, trained or not.
+
+A round whose every trajectory was dropped (at the rollout or at scoring: the judge down, every
+env failing) ends the drawing: the failure is the infrastructure's, not the tasks', and another
+round would be dropped too (seen in benchmarks/results/chaos_judge_2026-12-07: a judge down for an
+iteration cost three rounds of browser time).
 """
 from __future__ import annotations
 
@@ -80,8 +85,10 @@ def refill(config: WebRLConfig, parts: Any, estimates: SuccessEstimates, iterati
     sampling, per_iteration = config.rollout.dynamic_sampling, config.tasks.tasks_per_iteration
     target, budget = sampling.target(per_iteration), sampling.extra_budget(per_iteration)
     rounds = extra_tasks = extra_steps = 0
-    selection = select_groups(_rewards(batch.trajectories), target)
+    selection, last = select_groups(_rewards(batch.trajectories), target), batch.trajectories
     while selection.needed and rounds < sampling.max_rounds:
+        if all(t.status == "dropped" for t in last):  # a judge or the envs down: more tasks fare no better
+            break
         drawn = len(selection.trained) + len(selection.filtered) + len(selection.dropped)
         count = extra_task_count(selection.needed, len(selection.trained), drawn, budget - extra_tasks)
         if not count:
@@ -95,7 +102,7 @@ def refill(config: WebRLConfig, parts: Any, estimates: SuccessEstimates, iterati
         batch.results += score_round(config, parts, estimates, more, stats)
         batch.stats.add(stats)
         batch.stats.wall_s += stats.wall_s
-        batch.tasks, batch.trajectories = batch.tasks + chosen, batch.trajectories + more
+        batch.tasks, batch.trajectories, last = batch.tasks + chosen, batch.trajectories + more, more
         extra_tasks, extra_steps = extra_tasks + count, extra_steps + stats.env_steps
         selection = select_groups(_rewards(batch.trajectories), target)
     kept = set(selection.trained)

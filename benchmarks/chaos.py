@@ -8,7 +8,7 @@ the faults that end the run). Per fault the report says how often it was injecte
 did (trajectories retried, dropped with their reasons, the actor restarted, the run exited and
 resumed from which checkpoint) and how long recovery took.
 
-Faults (`make_injectors`; each is a small class, targets found among the run's own descendants by
+Faults (`chaos_faults.make_injectors`; each is a small class, targets found among the run's own descendants by
 their Ray process titles `ray::EnvWorker`, `ray::InferenceActor`, `ray::LearnerWorker`):
 
     chromium          SIGKILL a Chromium browser process under one env worker
@@ -97,130 +97,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_checks import (NOT_INJECTED, Fault, Report, check_accounting, check_checkpoints,  # noqa: E402,F401
                           fault_plan, trajectory_effects)
 from chaos_judge import JUDGE_KINDS, JudgeFault, JudgeProcess, judge_overrides  # noqa: E402,F401
+from chaos_faults import (FillDisk, HangSite, Injector, KillActor, KillChromium, chromium,  # noqa: E402,F401
+                          descendants, make_injectors, titled)
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ROOT / "examples" / "train_online_mind2web.py"
 RESUMED = re.compile(r"resumed from (\S+) \(iteration (\d+)")
-
-
-# -- the run and its processes --------------------------------------------------------------------
-def descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-def titled(processes: list[psutil.Process], title: str) -> list[psutil.Process]:
-    """The processes whose title (Ray's `ray::ClassName...`) starts with `title`, oldest first."""
-    found = []
-    for p in processes:
-        try:
-            if " ".join(p.cmdline()).startswith(title):
-                found.append((p.create_time(), p.pid, p))
-        except psutil.Error:
-            continue
-    return [p for _, _, p in sorted(found)]
-
-
-def chromium(processes: list[psutil.Process], renderer: bool) -> list[psutil.Process]:
-    """Chromium's browser processes (renderer=False) or its renderers among `processes`."""
-    out = []
-    for p in processes:
-        try:
-            name, cmd = p.name().lower(), " ".join(p.cmdline())
-        except psutil.Error:
-            continue
-        if ("chrom" in name or "headless" in name) and ("--type=renderer" in cmd) == renderer \
-                and (renderer or "--type=" not in cmd):
-            out.append(p)
-    return out
-
-
-class Injector:
-    """One fault kind: `inject(run_pid, rng) -> target` (raises LookupError with no target yet);
-    `release()` undoes a lasting fault. What the run does next is observed, not assumed."""
-
-    def release(self) -> None:
-        return None
-
-
-class KillActor(Injector):
-    def __init__(self, title: str, oldest: bool = False):
-        self.title, self.oldest = title, oldest
-
-    def inject(self, run_pid: int, rng: random.Random) -> str:
-        found = titled(descendants(run_pid), f"ray::{self.title}")
-        if not found:
-            raise LookupError(f"no ray::{self.title} process")
-        victim = found[0] if self.oldest else rng.choice(found)
-        victim.send_signal(signal.SIGKILL)
-        return f"ray::{self.title} pid {victim.pid}"
-
-
-class KillChromium(Injector):
-    def inject(self, run_pid: int, rng: random.Random) -> str:
-        workers = titled(descendants(run_pid), "ray::EnvWorker")
-        browsers = [b for w in workers for b in chromium(w.children(recursive=True), renderer=False)]
-        if not browsers:
-            raise LookupError("no Chromium browser process under an EnvWorker")
-        victim = rng.choice(browsers)
-        victim.send_signal(signal.SIGKILL)
-        return f"chromium pid {victim.pid}"
-
-
-class HangSite(Injector):
-    def __init__(self, hold_s: float):
-        self.hold_s, self.stopped, self.timer = hold_s, [], None
-
-    def inject(self, run_pid: int, rng: random.Random) -> str:
-        workers = titled(descendants(run_pid), "ray::EnvWorker")
-        renderers = chromium(rng.choice(workers).children(recursive=True), renderer=True) if workers else []
-        if not renderers:
-            raise LookupError("no Chromium renderer under an EnvWorker")
-        for p in renderers:
-            p.send_signal(signal.SIGSTOP)
-        self.stopped = renderers
-        self.timer = threading.Timer(self.hold_s, self.release)
-        self.timer.start()
-        return f"{len(renderers)} renderers stopped for {self.hold_s:g}s"
-
-    def release(self) -> None:
-        for p in self.stopped:
-            try:
-                p.send_signal(signal.SIGCONT)
-            except psutil.Error:
-                pass  # the watchdog closed it meanwhile
-        self.stopped = []
-
-
-class FillDisk(Injector):
-    """checkpoints/ on a tmpfs of `size_mb` (mounted at construction, root needed)."""
-
-    def __init__(self, folder: Path, size_mb: int):
-        self.folder, self.filler = folder, folder / ".chaos-filler"
-        folder.mkdir(parents=True, exist_ok=True)
-        if not os.path.ismount(folder):
-            done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(folder)],
-                                  capture_output=True, text=True)
-            if done.returncode:
-                raise SystemExit(f"disk_full needs a tmpfs on {folder} (mount, as root): {done.stderr.strip()}; "
-                                 f"leave disk_full out of --faults here")
-
-    def inject(self, run_pid: int, rng: random.Random) -> str:
-        free = os.statvfs(self.folder).f_bavail * os.statvfs(self.folder).f_frsize
-        fd = os.open(self.filler, os.O_CREAT | os.O_WRONLY)
-        try:
-            os.posix_fallocate(fd, 0, max(free - (1 << 20), 1))
-        finally:
-            os.close(fd)
-        return f"checkpoints tmpfs filled to 1 MiB free ({free >> 20} MiB taken)"
-
-    def release(self) -> None:
-        self.filler.unlink(missing_ok=True)
-
-    def unmount(self) -> None:
-        subprocess.run(["umount", str(self.folder)], capture_output=True)
 
 
 class MetricsTail(threading.Thread):
@@ -267,23 +149,6 @@ def checkpointed(root: Path, iteration: int) -> bool:
     from webrl.learner.checkpoint import list_checkpoints
 
     return any(int(folder.name.split("-")[-1]) >= iteration for folder in list_checkpoints(root))
-
-
-def make_injectors(kinds: list[str], run_dir: Path, hang_s: float, disk_mb: int, judge: Optional[JudgeProcess] = None,
-                   judge_hold_s: float = 0.0, judge_slow_s: float = 15.0, judge_slow_requests: int = 8
-                   ) -> dict[str, Injector]:
-    made = {"chromium": lambda: KillChromium(), "env_worker": lambda: KillActor("EnvWorker"),
-            "site_hang": lambda: HangSite(hang_s),
-            "inference_worker": lambda: KillActor("InferenceActor", oldest=True),
-            "learner_rank": lambda: KillActor("LearnerWorker"),
-            "disk_full": lambda: FillDisk(run_dir / "checkpoints", disk_mb),
-            "judge_down": lambda: JudgeFault(judge, judge_hold_s),
-            "judge_slow": lambda: JudgeFault(judge, judge_hold_s, slow_s=judge_slow_s,
-                                             slow_requests=judge_slow_requests)}
-    unknown = [k for k in kinds if k not in made]
-    if unknown:
-        raise SystemExit(f"unknown fault kinds {unknown}; known: {sorted(made)} (not injectable: {NOT_INJECTED})")
-    return {kind: made[kind]() for kind in kinds}
 
 
 def _lines(path: Path) -> int:

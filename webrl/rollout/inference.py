@@ -201,18 +201,36 @@ class InferenceWorker:
         return list(self._batcher.batch_sizes) if self._batcher else []
 
 
+class InferenceRestarted(RuntimeError):
+    """The inference worker's process died and Ray started it again: it holds the checkpoint's
+    weights, not the policy's, so it decides nothing until the next weight sync reaches it."""
+
+
 class InferenceActor:
     """Ray shell (async actor): `ray.remote(num_cpus=...)(InferenceActor).remote(factory, config)`.
 
     `engine_factory` is a picklable zero-argument callable that builds the engine inside the
-    actor (so model weights load where they run, not in the driver).
+    actor (so model weights load where they run, not in the driver). Restarted by Ray after its
+    process died (`start_inference_workers`' max_restarts), a worker that takes the policy's
+    weights (`takes_weights`) raises `InferenceRestarted` on every decision until a weight sync
+    (set_weights, receive_weights, note_weights) reaches it: the coordinator retries those
+    trajectories as infrastructure errors, and the run's next sync revives the worker, instead of
+    a dead actor ending the run or a revived one answering with stale weights.
     """
 
     def __init__(self, engine_factory: Callable[[], Engine], config: InferenceConfig | None = None,
-                 version: int = 0):
+                 version: int = 0, takes_weights: bool = False):
         self.worker = InferenceWorker(engine_factory(), config, version)
+        self.stale = takes_weights and _restarted_by_ray()
+
+    def _check(self) -> None:
+        if self.stale:
+            raise InferenceRestarted("this inference worker was restarted after its process died and holds the "
+                                     "checkpoint's weights: it decides again once the run's next weight sync "
+                                     "reaches it")
 
     async def act_one(self, request: PolicyRequest) -> tuple[Decision, int]:
+        self._check()
         return await self.worker.act_one(request)
 
     async def set_weights(self, weights: Any, version: Optional[int] = None, label: Optional[str] = None) -> int:
@@ -223,7 +241,9 @@ class InferenceActor:
             weights, version = weights.as_dict(), weights.version if version is None else version
         if version is None:
             raise ValueError("set_weights needs a version")
-        return await self.worker.set_weights_async(weights, version, label)
+        version = await self.worker.set_weights_async(weights, version, label)
+        self.stale = False
+        return version
 
     async def join_weight_group(self, *args) -> None:
         """See `InferenceWorker.join_weight_group` (runs off the event loop: it blocks until the group forms)."""
@@ -231,14 +251,19 @@ class InferenceActor:
 
     async def receive_weights(self, version: int) -> int:
         """One broadcast from the learner's rank 0 (`learner.weight_sync.mode=collective`)."""
-        return await self.worker.receive_weights_async(version)
+        version = await self.worker.receive_weights_async(version)
+        self.stale = False
+        return version
 
     async def note_weights(self, version: int, label: str) -> int:
         """Server engines: another worker loaded `label` into the shared servers (see InferenceWorker)."""
-        return await self.worker.note_weights_async(version, label)
+        version = await self.worker.note_weights_async(version, label)
+        self.stale = False
+        return version
 
     async def act_batch(self, requests: list[PolicyRequest]) -> list[tuple[Decision, int]]:
         """Decide a whole batch in one call (lock-step drivers; the coordinator uses act_one)."""
+        self._check()
         return await self.worker.act_batch(requests)
 
     async def version(self) -> int:
@@ -251,3 +276,13 @@ class InferenceActor:
 
     async def batch_sizes(self) -> list[int]:
         return self.worker.batch_sizes()
+
+
+def _restarted_by_ray() -> bool:
+    """Whether this process is a Ray actor that Ray restarted (False outside Ray)."""
+    try:
+        import ray
+
+        return bool(ray.is_initialized() and ray.get_runtime_context().was_current_actor_reconstructed)
+    except Exception:  # not inside a Ray actor
+        return False

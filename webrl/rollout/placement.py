@@ -38,11 +38,14 @@ def start_env_workers(env_config: Any, num_workers: int, *, cpus_per_worker: flo
 def start_inference_workers(engine_factory: Callable[[], Any], config: Optional[InferenceConfig],
                             num_workers: int, *, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0,
                             version: int = 0, max_concurrency: int = 256, placement_group: Any = None,
-                            bundle_offset: int = 0) -> list[Any]:
-    """`num_workers` InferenceActor actors (async, `max_concurrency` requests in flight each)."""
+                            bundle_offset: int = 0, max_restarts: int = 0, takes_weights: bool = False) -> list[Any]:
+    """`num_workers` InferenceActor actors (async, `max_concurrency` requests in flight each).
+    max_restarts: Ray starts a dead one again this often; with `takes_weights` a restarted one waits
+    for the next weight sync before it decides (`InferenceActor`)."""
     import ray
 
     actor_class = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)(InferenceActor)
-    return [actor_class.options(max_concurrency=max_concurrency, **bundle_strategy(placement_group, bundle_offset + i))
-            .remote(engine_factory, config, version)
+    return [actor_class.options(max_concurrency=max_concurrency, max_restarts=max_restarts,
+                                **bundle_strategy(placement_group, bundle_offset + i))
+            .remote(engine_factory, config, version, takes_weights)
             for i in range(num_workers)]

@@ -43,6 +43,10 @@ from webrl.engines.launcher import ServerLaunchError
 from webrl.run.config import WebRLConfig, weight_sync
 from webrl.run.resources import run_layout
 
+INFERENCE_MAX_RESTARTS = 3
+"""Ray restarts a dead inference worker this often (`InferenceActor`: it waits for the next weight
+sync); as the env workers' max_restarts."""
+
 
 class RunActors:
     """Owns Ray (when it started it), env workers, inference workers and learner groups."""
@@ -153,11 +157,15 @@ class RunActors:
             factory = GeneratorEngineFactory(model_path, generator, dtype=self.config.model.dtype,
                                              device="cuda" if res.gpus_per_inference_worker else None,
                                              policy=self.config.policy)
+        # a worker that dies is restarted and waits for the next weight sync (InferenceActor); not in
+        # a collective weight sync, whose broadcast group a restarted worker cannot rejoin
+        restarts = 0 if self.weight_sync == "collective" else INFERENCE_MAX_RESTARTS
         workers = start_inference_workers(factory, self.config.inference, count,
                                           cpus_per_worker=res.cpus_per_inference_worker,
                                           gpus_per_worker=0.0 if endpoint else res.gpus_per_inference_worker,
                                           placement_group=self.placement_group,
-                                          bundle_offset=self.layout.inference + index)
+                                          bundle_offset=self.layout.inference + index,
+                                          max_restarts=restarts, takes_weights=not endpoint)
         self.inference += workers
         if not endpoint:
             self._receivers += workers

@@ -15,7 +15,7 @@ their Ray process titles `ray::EnvWorker`, `ray::InferenceActor`, `ray::LearnerW
     env_worker        SIGKILL one EnvWorker actor process (Ray restarts it: max_restarts=3)
     site_hang         SIGSTOP every Chromium renderer of one env worker for --hang-s, then SIGCONT:
                       the pages stop answering, as a site whose scripts spin forever does
-    inference_worker  SIGKILL the first-started InferenceActor (a rollout worker)
+    inference_worker  SIGKILL the InferenceActor serving a call (the rollout's; the oldest if none is)
     learner_rank      SIGKILL a LearnerWorker; the run dies, and this script restarts it with
                       run.resume=true and checks it says which checkpoint it resumed from
     disk_full         checkpoints/ is a tmpfs (--disk-mb); the fault fills it to 1 MiB free, so

@@ -61,16 +61,21 @@ class Injector:
 
 
 class KillActor(Injector):
-    def __init__(self, title: str, oldest: bool = False):
-        self.title, self.oldest = title, oldest
+    """SIGKILL one actor process titled `ray::<title>`; `busy`: one whose title shows a call in
+    progress (`ray::InferenceActor.act_one`: the rollout's worker, not the idle evaluation one),
+    the oldest when none does."""
+
+    def __init__(self, title: str, busy: bool = False):
+        self.title, self.busy = title, busy
 
     def inject(self, run_pid: int, rng: random.Random) -> str:
         found = titled(descendants(run_pid), f"ray::{self.title}")
         if not found:
             raise LookupError(f"no ray::{self.title} process")
-        victim = found[0] if self.oldest else rng.choice(found)
+        working = titled(found, f"ray::{self.title}.") if self.busy else []
+        victim = (working or found)[0] if self.busy else rng.choice(found)
         victim.send_signal(signal.SIGKILL)
-        return f"ray::{self.title} pid {victim.pid}"
+        return f"ray::{self.title} pid {victim.pid}" + (" (serving a call)" if working else "")
 
 
 class KillChromium(Injector):
@@ -143,7 +148,7 @@ def make_injectors(kinds: list[str], run_dir: Path, hang_s: float, disk_mb: int,
                    ) -> dict[str, Injector]:
     made = {"chromium": lambda: KillChromium(), "env_worker": lambda: KillActor("EnvWorker"),
             "site_hang": lambda: HangSite(hang_s),
-            "inference_worker": lambda: KillActor("InferenceActor", oldest=True),
+            "inference_worker": lambda: KillActor("InferenceActor", busy=True),
             "learner_rank": lambda: KillActor("LearnerWorker"),
             "disk_full": lambda: FillDisk(run_dir / "checkpoints", disk_mb),
             "judge_down": lambda: JudgeFault(judge, judge_hold_s),

@@ -186,6 +186,25 @@ def test_kill_actor_kills_the_titled_descendant_and_says_so_when_there_is_none()
         parent.wait()
 
 
+def test_the_inference_fault_kills_the_worker_serving_a_call_not_the_idle_older_one():
+    parent = subprocess.Popen(["bash", "-c", "(exec -a ray::InferenceActor sleep 60) & sleep 0.3; "
+                                             "(exec -a ray::InferenceActor.act_one sleep 60) & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(chaos.titled(chaos.descendants(parent.pid), "ray::InferenceActor")) < 2 \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        idle, serving = chaos.titled(chaos.descendants(parent.pid), "ray::InferenceActor")  # oldest first
+        target = chaos.KillActor("InferenceActor", busy=True).inject(parent.pid, random.Random(0))
+        assert target == f"ray::InferenceActor pid {serving.pid} (serving a call)"
+        assert idle.is_running() and idle.status() != psutil.STATUS_ZOMBIE
+    finally:
+        for p in chaos.descendants(parent.pid):
+            p.kill()
+        parent.kill()
+        parent.wait()
+
+
 def test_unknown_fault_kinds_are_refused_with_the_known_ones(tmp_path):
     with pytest.raises(SystemExit, match="judge_down"):  # the known ones are listed
         chaos.make_injectors(["judge_gone"], tmp_path, 1.0, 16)

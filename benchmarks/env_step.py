@@ -92,7 +92,7 @@ def _bench_webrl(WebEnv, tasks, episodes, steps, viewport, reuse_context: bool) 
                     started = time.perf_counter()
                     obs, _, terminated, truncated, info = env.step(action)
                     step_times.append(time.perf_counter() - started)
-                    early.append(bool(info.get("screenshot_early")))
+                    early.append(env.screenshot_early)
                     if obs["last_action_error"]:
                         raise RuntimeError(f"{task_name}: {obs['last_action_error']}")
                     if terminated or truncated:

@@ -128,6 +128,9 @@ class WebEnv(gymnasium.Env):
         self._episode: Optional[Episode] = None
         self._last_obs: Optional[dict[str, Any]] = None
         self.last_timings: dict[str, float] = {}  # seconds; outside `info` to keep it deterministic
+        self.screenshot_early = False
+        """Whether the last observation's screenshot was taken inside the readiness wait
+        (`webrl.envs.episode._early_screenshot`); outside `info`, which must not depend on timing."""
 
     # -- Gymnasium API --------------------------------------------------------------------------
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None):
@@ -367,7 +370,8 @@ class WebEnv(gymnasium.Env):
             skills=skills_text(self.skills, show(page.url)), tools=tools_text(list(self.tools.values())))
         episode.screenshot_size = (obs["screenshot"].shape[1], obs["screenshot"].shape[0])
         self._last_obs = obs
-        info = {"elements": episode.elements, "raw_screenshot_png": png, "screenshot_early": early,
+        self.screenshot_early = early
+        info = {"elements": episode.elements, "raw_screenshot_png": png,
                 "task_id": episode.task.spec.id, "reward_details": {}, "action": None}
         if episode.recording is not None:
             info.update(episode.recording.info())

@@ -134,11 +134,11 @@ def test_a_screenshot_taken_in_the_quiet_window_is_kept_only_when_the_page_did_n
         calls = _counting_screenshots(env.page)
         obs, _, _, _, info = env.step(f"click({element_id(info, 'now')})")
         assert tuple(obs["screenshot"][5, 5]) == (255, 0, 0)
-        assert info["screenshot_early"] and len(calls) == 1
+        assert env.screenshot_early and len(calls) == 1
         calls = _counting_screenshots(env.page, "document.body.style.background = 'rgb(0, 0, 255)'")
         obs, _, _, _, info = env.step(f"click({element_id(info, 'now')})")
         assert tuple(obs["screenshot"][5, 5]) == (0, 0, 255)
-        assert not info["screenshot_early"] and len(calls) == 2
+        assert not env.screenshot_early and len(calls) == 2
     finally:
         env.close()
 
@@ -157,7 +157,7 @@ def test_a_page_that_never_goes_quiet_stops_the_early_screenshots(browser_sessio
         calls = _counting_screenshots(env.page)
         for _ in range(EARLY_MISS_LIMIT):  # the first misses again; the second is not tried
             _, _, _, _, info = env.step(f"click({element_id(info, 'now')})")
-        assert env._episode.early_misses == EARLY_MISS_LIMIT and not info["screenshot_early"]
+        assert env._episode.early_misses == EARLY_MISS_LIMIT and not env.screenshot_early
         calls.clear()
         env.step(f"click({element_id(info, 'now')})")
         assert len(calls) == 1 and env._episode.early_misses == EARLY_MISS_LIMIT

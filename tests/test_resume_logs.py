@@ -137,3 +137,32 @@ def test_logs_are_left_whole_by_an_old_checkpoint_or_one_of_another_folder(tmp_p
     assert (run_dir / "metrics.jsonl").read_text() == '{"iteration": 4}\n'
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("webrl:")]
     assert len(lines) == 1 and said in lines[0]
+
+
+def _table(out: str) -> list[str]:
+    """The before/after table `fit` printed: its header line through the paired-change lines."""
+    lines = out.splitlines()
+    start = lines.index("held-out success (greedy)      before    after")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("run folder:"))
+    return lines[start:end]
+
+
+def test_a_resumed_run_prints_the_table_of_a_straight_run(tmp_path, capsys):
+    """A run stopped after iteration 1 and resumed to 2 prints the same final table as a straight
+    2-iteration run of the same seed: the "before" column and the paired change are read back from
+    its logs, not "-". The stand-ins' learner never changes the policy, so before and after both
+    read 50.0% (CountEnv with target 2: of each group's two members, the engine's first-move
+    counter lets one click twice and succeed, the other stop at once) and the change is 0 up, 0 down
+    (both sampled evaluations' 2 tasks x 2 episodes: 1 success of 2 per task each time)."""
+    _fit(tmp_path / "straight", "trainer.iterations=2", "eval.samples_per_task=2")
+    straight = _table(capsys.readouterr().out)
+    run = tmp_path / "run"
+    _fit(run, "trainer.iterations=1", "eval.samples_per_task=2")
+    capsys.readouterr()
+    _fit(run, "trainer.iterations=2", "eval.samples_per_task=2", "run.resume=true")
+    resumed = _table(capsys.readouterr().out)
+    assert resumed == straight
+    overall = next(line for line in resumed if line.startswith("overall "))
+    assert overall.split()[1:] == ["50.0%", "50.0%"]
+    assert any(line.startswith("change, greedy: 0 tasks up, 0 down") for line in resumed)
+    assert any(line.startswith("change, sampled") for line in resumed)

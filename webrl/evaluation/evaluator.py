@@ -83,7 +83,8 @@ class Evaluator:
             [task.spec.id, None if traj.status != "ok" else float((traj.reward or 0) > 0)]
             for task, traj in zip(tasks, trajectories)]}
         event: dict[str, Any] = {"stage": "eval", "label": label, "success": metrics["success"],
-                                 "dropped": metrics["dropped"], "time_eval_s": t_greedy}
+                                 "dropped": metrics["dropped"], "tasks": metrics["tasks"],
+                                 "per_site_level": metrics["per_site_level"], "time_eval_s": t_greedy}
         if self.samples_per_task:
             t0 = time.monotonic()
             record["sampled"] = self._sampled_outcomes(tasks, iteration)

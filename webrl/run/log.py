@@ -68,7 +68,8 @@ class RunLog:
         if "iteration" in metrics and "stage" not in metrics and metrics["iteration"] % self.log_every == 0:
             print(metrics_table(metrics))
         elif "stage" in metrics:
-            print("webrl " + " ".join(f"{k}={fmt(v)}" for k, v in metrics.items() if k != "time"))
+            print("webrl " + " ".join(f"{k}={fmt(v)}" for k, v in metrics.items() if k != "time"
+                                      and not isinstance(v, dict)))
 
     def before_after(self, before: Optional[dict], after: Optional[dict],
                      paired: Optional[dict] = None) -> str:
@@ -97,6 +98,27 @@ class RunLog:
             self._tb = None
         if not self._file.closed:
             self._file.close()
+
+
+def logged_evaluation(run_dir: Path, label: str) -> tuple[Optional[dict], Optional[dict]]:
+    """An evaluation a run folder's logs hold, as `Evaluator.evaluate` returned it: (its metrics
+    from metrics.jsonl's last `stage=eval` line of `label`: success, dropped, tasks,
+    per_site_level, success_sampled where sampled; its per-task record from eval_outcomes.jsonl's
+    last line of `label`). None for what is not there (a folder logged before per_site_level was,
+    or an evaluation of no tasks). A resumed run reads its "before" evaluation back this way."""
+    def last(name: str, keep) -> Optional[dict]:
+        path, found = Path(run_dir) / name, None
+        if path.exists():
+            for line in path.read_text().splitlines():
+                row = json.loads(line) if line.strip() else {}
+                if row.get("label") == label and keep(row):
+                    found = row
+        return found
+
+    event = last("metrics.jsonl", lambda row: row.get("stage") == "eval" and "per_site_level" in row)
+    metrics = None if event is None else {k: v for k, v in event.items() if k in (
+        "success", "dropped", "tasks", "per_site_level", "success_sampled")}
+    return metrics, last("eval_outcomes.jsonl", lambda row: "outcomes" in row)
 
 
 def log_sizes(run_dir: Path) -> dict[str, int]:

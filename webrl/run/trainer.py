@@ -58,7 +58,7 @@ from webrl.run.config import WebRLConfig, learner_run, rl_learner, sft_learners
 from webrl.run.folder import initial_model, report_evaluation, resolve_run_dir, resume_checkpoint, show_viewer
 from webrl.run.dynamic_sampling import Batch, collect_batch, score_round
 from webrl.run.iteration import collect_metrics, sim_rollout
-from webrl.run.log import RunLog, cut_logs, log_sizes
+from webrl.run.log import RunLog, cut_logs, log_sizes, logged_evaluation
 from webrl.run.parts import RunParts, start_parts
 from webrl.run.tasks import check_start_urls
 
@@ -86,7 +86,7 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         cfg = self.config.trainer
         try:
-            resumed = self.prepare(evaluate_before=True)
+            self.prepare(evaluate_before=True)
             while "rl" in cfg.stages and self.iteration < cfg.iterations:
                 self.step()
                 if self.iteration % cfg.checkpoint_every == 0 or self.iteration == cfg.iterations:
@@ -94,8 +94,9 @@ class Trainer:
             at, metrics = self._last_eval
             after = metrics if at == (self.iteration, self.learner.policy_version) else self.evaluate("after")
             show_viewer(self.run_dir)
-            before = None if resumed else self.before
-            paired = paired_changes(self._records["before"], self._records["last"]) if before and after else None
+            before = self.before  # a resumed run's, read back from its logs (`prepare`)
+            paired = (paired_changes(self._records["before"], self._records["last"])
+                      if before and after and "before" in self._records else None)
             print(self.log.before_after(before, after, paired))
             print(f"run folder: {self.run_dir}")
             return {"run_dir": str(self.run_dir), "before": before, "after": after}
@@ -120,6 +121,10 @@ class Trainer:
             self.load(latest)
             print(f"webrl: resumed from {latest} (iteration {self.iteration}, "
                   f"policy version {self.learner.policy_version})")
+            if evaluate_before:  # the table compares the last evaluation with the run's first
+                self.before, record = logged_evaluation(self.run_dir, "before")
+                if record is not None:
+                    self._records["before"] = record
         elif sft:  # the inference workers started from the pre-SFT weights
             self.actors.sync_weights(self.learner, 0)
         return cfg.run.resume

@@ -169,7 +169,8 @@ def _wait_ready(episode: Episode, browser: BrowserConfig, deadline: Deadline,
         png = None
         if early is not None:
             kept = ready is not None and ready.get("stamp") == early[0] and not ready.get("popup")
-            png, episode.early_misses = (early[1], 0) if kept else (None, episode.early_misses + 1)
+            # the reset's miss (a page still settling after its load) is not held against the steps
+            png, episode.early_misses = (early[1], 0) if kept else (None, episode.early_misses + bool(episode.steps))
         episode.prefetched = (page, page.url, collected, png) if collected is not None else None
     if ready is None and not is_responsive(page, min(RESPONSIVE_PROBE_S, max(deadline.remaining(), 0.1))):
         raise PageUnresponsive("the page stopped responding (a script may be looping)")
@@ -188,7 +189,8 @@ def _early_screenshot(episode: Episode, page: Any, deadline: Deadline) -> Option
     mutations seen, last network answer) read before the screenshot equals the one the ready
     answer carries. Otherwise the caller takes the screenshot again after the wait, as without
     this. Taken only when the page is calm (loaded, nothing in flight, no navigation or tab
-    coming) and the episode's page has not outdated the last `EARLY_MISS_LIMIT` ones. The arm
+    coming) and the episode's steps have not outdated the last `EARLY_MISS_LIMIT` ones (a miss at
+    the reset, where a page may still be settling after its load, does not count). The arm
     call also starts the quiet window, so the screenshot's time counts toward it. A page that
     fails to answer here is left to the readiness wait that follows, which reports it."""
     if episode.early_misses >= EARLY_MISS_LIMIT:

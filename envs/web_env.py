@@ -272,7 +272,7 @@ class WebEnv(gymnasium.Env):
         page.goto(entry, wait_until="domcontentloaded", timeout=deadline.timeout_ms(self.config.browser.load_timeout_s))
         task.setup(page)
         notes = settle(episode, self.config.browser, deadline, before=(page, page.url),
-                       observation=self.config.observation)
+                       observation=self.config.observation, early_screenshot=True)
         feedback = "; ".join([f"Opened {task.spec.start_url}"] + count_repeats(notes))
         return self._observe(episode, deadline, feedback=feedback, error="")
 

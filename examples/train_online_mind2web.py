@@ -3,8 +3,7 @@
     python examples/train_online_mind2web.py                      # the embedded CPU default
     python examples/train_online_mind2web.py --config smoke       # a 2-minute end-to-end check
     python examples/train_online_mind2web.py trainer.iterations=8 rollout.group_size=8
-    ray job submit --working-dir . --runtime-env-json '{"excludes": ["benchmarks/results"]}' \
-        -- python examples/train_online_mind2web.py --config NAME
+    ray job submit --working-dir . -- python examples/train_online_mind2web.py --config NAME
     webrl train --config smoke                                    # the same, from the CLI
 
 The embedded default runs on a 2-core CPU in about 4.5 minutes (263 s measured on 2026-12-04): local Ray, the project's sandbox

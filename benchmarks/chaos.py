@@ -21,6 +21,10 @@ their Ray process titles `ray::EnvWorker`, `ray::InferenceActor`, `ray::LearnerW
     disk_full         checkpoints/ is a tmpfs (--disk-mb); the fault fills it to 1 MiB free, so
                       the next checkpoint write hits ENOSPC; the filler is removed ("the operator
                       frees space") before the run is restarted
+    server_generation SIGKILL the launched `webrl serve` while the iteration collects (needs
+                      rollout.engine=server rollout.server.launch=webrl among the overrides)
+    server_weight_update  SIGKILL it while it loads the run's new weights (a watcher sees it
+                      holding a fresh server_weights/v* file, i.e. inside POST /update_weights_from_disk)
     judge_down        SIGKILL the run's judge server (connections refused) until the run logs the
                       iteration (at most --judge-hold-s when > 0), then start it again on its port
     judge_slow        the judge server answers its next --judge-slow-requests chat requests
@@ -97,8 +101,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_checks import (NOT_INJECTED, Fault, Report, check_accounting, check_checkpoints,  # noqa: E402,F401
                           fault_plan, trajectory_effects)
 from chaos_judge import JUDGE_KINDS, JudgeFault, JudgeProcess, judge_overrides  # noqa: E402,F401
-from chaos_faults import (FillDisk, HangSite, Injector, KillActor, KillChromium, chromium,  # noqa: E402,F401
-                          descendants, make_injectors, titled)
+from chaos_faults import (FillDisk, HangSite, Injector, KillActor, KillChromium, KillServer,  # noqa: E402,F401
+                          chromium, descendants, make_injectors, servers, titled)
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ROOT / "examples" / "train_online_mind2web.py"
@@ -229,7 +233,8 @@ class Chaos:
         try:
             target = self.injectors[fault.kind].inject(self.proc.pid, self.rng)
         except LookupError as e:  # e.g. actors still starting: try again on the next tick, for 120 s
-            if now > at + 120:
+            if now > at + getattr(self.injectors[fault.kind], "patience_s", 120.0):  # (an armed fault: longer)
+                self.injectors[fault.kind].release()  # an armed watcher stops too
                 self.pending.pop(0)
                 self.report.add({**asdict(fault), "injected": False, "outcome": f"not injected: {e}"})
             return

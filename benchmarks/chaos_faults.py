@@ -114,6 +114,83 @@ class HangSite(Injector):
         self.stopped = []
 
 
+SERVER_MODULE = "webrl.serve"
+"""What a launched `webrl serve` runs as (`python -m webrl.serve ...`: webrl.engines.launcher)."""
+
+
+def servers(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """The launched `webrl serve` processes among `processes`, oldest first."""
+    found = []
+    for p in processes:
+        try:
+            cmd = p.cmdline()
+            if any(a == "-m" and b == SERVER_MODULE for a, b in zip(cmd, cmd[1:])):
+                found.append((p.create_time(), p.pid, p))
+        except psutil.Error:
+            continue
+    return [p for _, _, p in sorted(found)]
+
+
+def mapped_under(process: psutil.Process, folder: Path) -> str:
+    """A file under `folder` that `process` has open or memory-mapped ("" for none): safetensors
+    are mmapped while `from_pretrained` reads them."""
+    prefix = str(folder) + os.sep
+    try:
+        paths = [m.path for m in process.memory_maps(grouped=True)] + [f.path for f in process.open_files()]
+    except psutil.Error:
+        return ""
+    return next((path for path in paths if path.startswith(prefix)), "")
+
+
+class KillServer(Injector):
+    """SIGKILL a launched `webrl serve` (rollout.engine=server rollout.server.launch=webrl).
+
+    during_update=False: at once, while the iteration collects (requests in flight).
+    during_update=True: armed at the planned time; a watcher then polls every `poll_s` for a
+    server reading a weight folder newer than those already under `<run>/server_weights` (the
+    run's disk weight sync: export, then POST /update_weights_from_disk, which the server serves
+    by loading that folder) and kills it while it holds the folder's files. `inject` raises
+    LookupError until then, for up to `patience_s` (the iteration's collection comes first)."""
+
+    patience_s = 900.0
+
+    def __init__(self, run_dir: Path, during_update: bool, poll_s: float = 0.02):
+        self.weights, self.during_update, self.poll_s = Path(run_dir) / "server_weights", during_update, poll_s
+        self.watcher: Optional[threading.Thread] = None
+        self.stop, self.hit = threading.Event(), ""
+
+    def inject(self, run_pid: int, rng: random.Random) -> str:
+        if not self.during_update:
+            found = servers(descendants(run_pid))
+            if not found:
+                raise LookupError("no webrl serve process (rollout.engine=server rollout.server.launch=webrl?)")
+            victim = rng.choice(found)
+            victim.send_signal(signal.SIGKILL)
+            return f"webrl serve pid {victim.pid} (generating)"
+        if self.hit:
+            hit, self.hit, self.watcher = self.hit, "", None
+            return hit
+        if self.watcher is None:
+            known = {f.name for f in self.weights.glob("v*")} if self.weights.exists() else set()
+            self.stop.clear()
+            self.watcher = threading.Thread(target=self._watch, args=(run_pid, known), daemon=True)
+            self.watcher.start()
+        raise LookupError("armed: no weight load under way yet")
+
+    def _watch(self, run_pid: int, known: set[str]) -> None:
+        while not self.stop.wait(self.poll_s):
+            fresh = [f for f in self.weights.glob("v*") if f.name not in known] if self.weights.exists() else []
+            for server in servers(descendants(run_pid)) if fresh else []:
+                path = next((hit for folder in fresh for hit in [mapped_under(server, folder)] if hit), "")
+                if path:
+                    server.send_signal(signal.SIGKILL)
+                    self.hit = f"webrl serve pid {server.pid} (loading {Path(path).parent.name}/{Path(path).name})"
+                    return
+
+    def release(self) -> None:
+        self.stop.set()
+
+
 class FillDisk(Injector):
     """checkpoints/ on a tmpfs of `size_mb` (mounted at construction, root needed)."""
 
@@ -151,6 +228,8 @@ def make_injectors(kinds: list[str], run_dir: Path, hang_s: float, disk_mb: int,
             "inference_worker": lambda: KillActor("InferenceActor", busy=True),
             "learner_rank": lambda: KillActor("LearnerWorker"),
             "disk_full": lambda: FillDisk(run_dir / "checkpoints", disk_mb),
+            "server_generation": lambda: KillServer(run_dir, during_update=False),
+            "server_weight_update": lambda: KillServer(run_dir, during_update=True),
             "judge_down": lambda: JudgeFault(judge, judge_hold_s),
             "judge_slow": lambda: JudgeFault(judge, judge_hold_s, slow_s=judge_slow_s,
                                              slow_requests=judge_slow_requests)}

@@ -5,7 +5,9 @@ import errno
 import json
 import os
 import random
+import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -364,3 +366,74 @@ def test_the_judge_faults_are_planned_and_made(tmp_path):
     args = chaos.parse_args(["--out", str(tmp_path), "--faults", "judge_down,judge_slow"])
     assert (args.faults, args.judge_hold_s, args.judge_slow_s, args.judge_slow_requests) == (
         "judge_down,judge_slow", 0.0, 15.0, 8)
+
+
+FAKE_SERVER = """
+import mmap, pathlib, sys, time
+folder = pathlib.Path(sys.argv[3])
+while not (folder / "model.safetensors").exists():
+    time.sleep(0.01)
+with open(folder / "model.safetensors", "rb") as f:
+    mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # as from_pretrained's safe_open
+    time.sleep(60)
+"""
+
+
+def _fake_server(tmp_path, folder):
+    """A process whose command line holds `-m webrl.serve` (as the launcher's `python -m
+    webrl.serve ...`), which maps `folder`/model.safetensors once it exists."""
+    script = tmp_path / "fake_serve.py"
+    script.write_text(FAKE_SERVER)
+    return subprocess.Popen([sys.executable, str(script), "-m", "webrl.serve", str(folder)])
+
+
+def test_the_server_faults_kill_webrl_serve_at_once_or_while_it_loads_new_weights(tmp_path):
+    """server_generation kills the launched server at once; with none, LookupError.
+    server_weight_update is armed (LookupError) while the server maps nothing new: v00000001
+    existed at arming, and a fresh v00000002 folder without its file is not yet a load; once the
+    server maps v00000002/model.safetensors the watcher kills it and the next inject names it."""
+    weights = tmp_path / "run" / "server_weights"
+    (weights / "v00000001").mkdir(parents=True)
+    (weights / "v00000001" / "model.safetensors").write_bytes(b"old" * 100)
+    parent = subprocess.Popen(["bash", "-c", "sleep 60"])  # not a server: nothing to kill
+    with pytest.raises(LookupError, match="no webrl serve process"):
+        chaos.KillServer(tmp_path / "run", during_update=False).inject(parent.pid, random.Random(0))
+    parent.kill()
+    parent.wait()
+
+    loading = _fake_server(tmp_path, weights / "v00000001")  # maps the OLD folder: not the fault's moment
+    waiter = _fake_server(tmp_path, weights / "v00000002")
+    fault = chaos.KillServer(tmp_path / "run", during_update=True, poll_s=0.01)
+    try:
+        me = os.getpid()
+        deadline = time.monotonic() + 10
+        while len(chaos.servers(chaos.descendants(me))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [p.pid for p in chaos.servers(chaos.descendants(me))] == [loading.pid, waiter.pid]
+        for _ in range(3):
+            with pytest.raises(LookupError, match="armed"):
+                fault.inject(me, random.Random(0))
+            time.sleep(0.2)
+        (weights / "v00000002").mkdir()
+        time.sleep(0.3)
+        with pytest.raises(LookupError):  # a folder, nothing mapped yet
+            fault.inject(me, random.Random(0))
+        (weights / "v00000002" / "model.safetensors").write_bytes(b"new" * 100)
+        deadline, target = time.monotonic() + 10, None
+        while target is None and time.monotonic() < deadline:
+            try:
+                target = fault.inject(me, random.Random(0))
+            except LookupError:
+                time.sleep(0.05)
+        assert target == f"webrl serve pid {waiter.pid} (loading v00000002/model.safetensors)"
+        assert waiter.wait(timeout=10) == -signal.SIGKILL
+        assert loading.poll() is None  # the one holding only the old weights lives
+
+        target = chaos.KillServer(tmp_path / "run", during_update=False).inject(me, random.Random(0))
+        assert target == f"webrl serve pid {loading.pid} (generating)"
+        assert loading.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        fault.release()
+        for p in (loading, waiter):
+            p.kill()
+            p.wait()

@@ -199,6 +199,44 @@ def test_kill_9_restarts_the_server_and_the_request_in_flight_completes(stub_fil
     assert "stub listening on" in (tmp_path / "server.log").read_text()
 
 
+def test_a_server_restarted_on_older_weights_gets_the_runs_newest_back_from_the_engine(stub_file, tmp_path,
+                                                                                       processor):
+    """The gap the chaos run's server_weight_update fault found (benchmarks/results/chaos_server_*):
+    the server dies right after loading r-4, before its supervisor's next /model_info poll, so
+    the restart restores r-3 (the last it saw) while the engine expects r-4. Before, every answer
+    was refused as stale until down_wait_s ran out, and the run's collection stalled (the next load
+    comes only after it). Now the engine loads its newest folder back into the server and the row
+    is answered. The missed poll is made certain by freezing what the supervisor reads after r-3.
+    A version the run never loaded (another writer's) is not overwritten: refused, as before."""
+    port = free_port()
+    server = InferenceServer([sys.executable, stub_file, str(port), "0", "11,12"], f"http://127.0.0.1:{port}",
+                             tmp_path, check_interval_s=0.2, stop_grace_s=2, max_restarts=2)
+    engine = ServerEngine([server.start()], processor, down_wait_s=15)
+    try:
+        engine.load_weights("/w/v3", "r-3")
+        assert wait_for(lambda: (server._latest_info or {}).get("weight_version") == "r-3")
+        seen = dict(server._latest_info)
+        server._model_info = lambda: seen  # the supervisor's polls miss what comes next
+        engine.load_weights("/w/v4", "r-4")
+        first = server.status()["pid"]
+        os.kill(first, signal.SIGKILL)
+        assert wait_for(lambda: server.status()["restarts"] == 1 and server.status()["healthy"])
+        assert httpx.get(f"{server.url}/model_info").json() == {"model_path": "/w/v3", "weight_version": "r-3"}
+        started = time.monotonic()
+        (decision,) = engine.act([text_request()])
+        assert decision.response_ids == [11, 12] and time.monotonic() - started < 10
+        assert httpx.get(f"{server.url}/model_info").json() == {"model_path": "/w/v4", "weight_version": "r-4"}
+
+        httpx.post(f"{server.url}/update_weights_from_disk", json={"model_path": "/x", "weight_version": "theirs"})
+        engine.backend.down_wait_s = 1.0
+        with pytest.raises(ServerEngineError, match="weight_version is 'theirs', but this engine loaded 'r-4'"):
+            engine.act([text_request()])
+        assert httpx.get(f"{server.url}/model_info").json() == {"model_path": "/x", "weight_version": "theirs"}
+    finally:
+        engine.close()
+        server.stop()
+
+
 def test_restarts_are_bounded(stub_file, tmp_path):
     server = stub_server(stub_file, tmp_path, max_restarts=1)
     server.start()

@@ -50,9 +50,9 @@ class GeneratorEngine:
                                       f"the folder path) or by broadcast (learner.weight_sync.mode=collective)")
         backend.load_state(weights)
 
-    def note_weights(self, version: str) -> None:
+    def note_weights(self, version: str, path: Optional[str] = None) -> None:
         """Another worker just loaded `version` into the servers this engine shares."""
-        self.generator.backend.note_weights(version)
+        self.generator.backend.note_weights(version, path)
 
 
 @dataclass

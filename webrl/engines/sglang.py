@@ -114,6 +114,13 @@ class ServerBackend:
         self.vision_ids = {vocab[t] for t in VISION_TOKENS if t in vocab}
         self.weight_version: Optional[str] = None
         """The version last loaded through this engine (None: whatever the servers started with)."""
+        self.loaded: Optional[tuple[str, str]] = None
+        """(folder, version) last loaded into the servers, by this engine or (`note_weights` with a
+        path) by another of the run's: what a server answering with older weights gets back."""
+        self.earlier: set[str] = set()
+        """Versions loaded before `loaded`'s: a server reporting one of them holds the run's own
+        older weights (a restart restored what it last saw), not another writer's."""
+        self._reloading = {url: threading.RLock() for url in self.http.urls}
         self.pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="webrl-server-engine")
         self._next = itertools.count()
         self._lock = threading.Lock()
@@ -172,8 +179,13 @@ class ServerBackend:
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
     def check(self, url: str, answer: Any) -> None:
-        """Raise `ServerEngineError` (`ServerStaleError`: other weights) unless `answer` is usable."""
-        check_output(url, answer, self.weight_version)
+        """Raise `ServerEngineError` (`ServerStaleError`: other weights) unless `answer` is usable;
+        a stale answer first gets the server its weights back (`restore`), then is retried."""
+        try:
+            check_output(url, answer, self.weight_version)
+        except ServerStaleError:
+            self.restore(url, {str(answer["meta_info"].get("weight_version"))})
+            raise
 
     def read(self, url: str, answer: dict, r: GenerateRequest) -> Generated:
         """A checked `Generated` from one answer (`check_output` has read its generic fields)."""
@@ -232,22 +244,56 @@ class ServerBackend:
         return hidden, start
 
     # -- weights ---------------------------------------------------------------------------------
-    def note_weights(self, version: str) -> None:
-        """Another engine of the run has just loaded `version` into these servers: expect it."""
-        self.weight_version = str(version)
+    LAUNCH_VERSIONS: tuple[str, ...] = ("default", "0")
+    """Versions a server reports on its launch weights (SGLang's `--weight-version` default;
+    `webrl serve`'s)."""
+
+    def note_weights(self, version: str, path: Optional[str] = None) -> None:
+        """Another engine of the run has just loaded `version` into these servers (from `path`,
+        when a folder): expect it, and restore it into a server that comes back without it."""
+        self._remember(str(path) if path else None, str(version))
 
     def load_weights_from_disk(self, path: str, version: Optional[int | str] = None) -> str:
         """Every server loads `path` in place, stamped `version` (read back from /model_info).
         Returns the version the servers report."""
-        body = {"model_path": path}
-        if version is not None:
-            body["weight_version"] = str(version)
-        reported = list(self.pool.map(lambda url: self.http.update_from_disk(url, body), self.urls))
+        label = str(version) if version is not None else None
+        reported = list(self.pool.map(lambda url: self._reload(url, path, label), self.urls))
         if len(set(reported)) != 1:
             raise ServerEngineError(f"servers report different weight versions after the update: "
                                     f"{dict(zip(self.urls, reported))}")
-        self.weight_version = reported[0]
+        self._remember(str(path), reported[0])
         return reported[0]
+
+    def _remember(self, path: Optional[str], version: str) -> None:
+        if self.weight_version is not None and self.weight_version != version:
+            self.earlier.add(self.weight_version)
+        self.weight_version = version
+        self.loaded = (path, version) if path else None
+
+    def _reload(self, url: str, path: str, label: Optional[str]) -> str:
+        """One server loads `path` (stamped `label`); the version it reports afterwards."""
+        with self._reloading[url]:
+            return self.http.update_from_disk(url, {"model_path": path, **({"weight_version": label} if label else {})})
+
+    def server_version(self, url: str) -> str:
+        info = self.http.request(url, "GET", "/model_info")
+        return str(info.get("weight_version")) if isinstance(info, dict) else ""
+
+    def restore(self, url: str, versions: set[str]) -> None:
+        """A server answering with other weights than the run loaded: if they are its launch weights
+        or the run's own older ones (a restarted server; its launcher restores what it last saw,
+        which misses a load just before the death), load `loaded` into it again. Another writer's
+        weights are left alone (the answer stays refused). Once per server at a time: a row that
+        waited for another's reload finds the server current and loads nothing."""
+        if self.loaded is None or not versions <= set(self.LAUNCH_VERSIONS) | self.earlier:
+            return
+        path, label = self.loaded
+        try:
+            with self._reloading[url]:
+                if self.server_version(url) != label:
+                    self._reload(url, path, label)
+        except ServerEngineError:
+            pass  # still restarting: the row is tried again, and so is this
 
     def health(self) -> None:
         """Raise `ServerEngineError` unless every server answers GET /health with 200."""

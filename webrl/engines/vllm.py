@@ -58,7 +58,6 @@ reaches it unless it is guarded the same way.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any, Optional, Sequence
 
 from webrl.chat.server_http import ServerEngineError, ServerStaleError
@@ -75,6 +74,8 @@ class VLLMBackend(ServerBackend):
     """Answers `GenerateRequest`s on vLLM servers (round robin, one request per row, at most
     `max_concurrency` in flight); `load_weights_from_disk` reloads them all in place."""
 
+    LAUNCH_VERSIONS = LAUNCH_VERSIONS
+
     capabilities = ENGINE_CAPABILITIES["vllm"]
     generate_path = GENERATE_PATH
 
@@ -84,9 +85,6 @@ class VLLMBackend(ServerBackend):
         super().__init__(urls, processor, model_config, timeout_s, max_concurrency, api_key, down_wait_s)
         self.hidden_backend = hidden_backend
         """An in-process backend on the same weights that answers hidden-state rows (or None)."""
-        self.loaded: Optional[tuple[str, str]] = None
-        """(folder, version) last loaded through this backend: what a restarted server gets back."""
-        self._reloading = {url: threading.Lock() for url in self.urls}
 
     # -- the request -----------------------------------------------------------------------------
     def body(self, r: GenerateRequest) -> dict:
@@ -140,7 +138,7 @@ class VLLMBackend(ServerBackend):
                                     f"{{token_id, logprob}} per id (is --logprobs-mode set?), got {str(choice)[:300]}")
         versions = {str(span.get("version")) for span in choice.get("weight_versions") or [] if isinstance(span, dict)}
         if self.weight_version is not None and versions and versions != {self.weight_version}:
-            self._restore(url, versions)
+            self.restore(url, versions)
             raise ServerStaleError(f"{where}: the answer was generated with weight version(s) {sorted(versions)}, "
                                    f"but this engine loaded {self.weight_version!r}")
 
@@ -196,7 +194,7 @@ class VLLMBackend(ServerBackend):
                                     f"{dict(zip(self.urls, reported))}")
         if self.hidden_backend is not None:
             _load_into(self.hidden_backend, path)
-        self.weight_version, self.loaded = reported[0], (str(path), label)
+        self._remember(str(path), reported[0])
         return reported[0]
 
     def load_state(self, weights: Any) -> None:
@@ -222,17 +220,6 @@ class VLLMBackend(ServerBackend):
             return read_version(self.http, url, expect)
         except VLLMWeightError as e:
             raise ServerEngineError(str(e)) from None
-
-    def _restore(self, url: str, versions: set[str]) -> None:
-        """A server answering with other weights than this backend loaded: a restart brings it back
-        on its launch weights; load the last folder into it again (another writer's update is
-        not overwritten: only launch versions are restored)."""
-        if self.loaded is None or not versions <= set(LAUNCH_VERSIONS) | {self.loaded[1]}:
-            return
-        try:
-            self._reload(url, *self.loaded)
-        except ServerEngineError:
-            pass  # still restarting: the row is tried again, and so is this
 
 
 

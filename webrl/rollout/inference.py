@@ -186,14 +186,14 @@ class InferenceWorker:
         async with self._batcher.lock:
             return await asyncio.to_thread(self.receive_weights, version)
 
-    async def note_weights_async(self, version: int, label: str) -> int:
+    async def note_weights_async(self, version: int, label: str, path: Optional[str] = None) -> int:
         """A server engine whose servers another worker of the run just updated: take the new
         version without loading anything (between batches)."""
         if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
-            self.engine.note_weights(label)
+            self.engine.note_weights(label, path)
         else:
             async with self._batcher.lock:
-                self.engine.note_weights(label)
+                self.engine.note_weights(label, path)
         self.version = version
         return version
 
@@ -255,9 +255,9 @@ class InferenceActor:
         self.stale = False
         return version
 
-    async def note_weights(self, version: int, label: str) -> int:
+    async def note_weights(self, version: int, label: str, path: Optional[str] = None) -> int:
         """Server engines: another worker loaded `label` into the shared servers (see InferenceWorker)."""
-        version = await self.worker.note_weights_async(version, label)
+        version = await self.worker.note_weights_async(version, label, path)
         self.stale = False
         return version
 

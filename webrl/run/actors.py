@@ -335,7 +335,7 @@ class RunActors:
         label = f"{self._server_tag}-{self._server_loads}:v{version}"
         (_, first), *rest = sorted(self._indexed, key=lambda pair: pair[0])
         ray.get(first.set_weights.remote(path, version, label))
-        ray.get([worker.note_weights.remote(version, label) for _, worker in rest])
+        ray.get([worker.note_weights.remote(version, label, path) for _, worker in rest])
 
     def close(self) -> None:
         """Close browsers, shut learners down, free our actors in someone else's Ray, stop ours."""

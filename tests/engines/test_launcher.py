@@ -25,6 +25,7 @@ STUB = textwrap.dedent('''
     import json, sys, time
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     port, delay, ids = int(sys.argv[1]), float(sys.argv[2]), [int(t) for t in sys.argv[3].split(",")]
+    load_s = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0  # how long a weight load takes
     info = {"model_path": "start", "weight_version": "0"}
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -41,6 +42,7 @@ STUB = textwrap.dedent('''
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if self.path == "/update_weights_from_disk":
+                time.sleep(load_s)
                 info.update(model_path=body["model_path"], weight_version=body.get("weight_version", "x"))
                 return self.reply({"success": True, "message": "ok"})
             time.sleep(delay)
@@ -232,6 +234,43 @@ def test_a_server_restarted_on_older_weights_gets_the_runs_newest_back_from_the_
         with pytest.raises(ServerEngineError, match="weight_version is 'theirs', but this engine loaded 'r-4'"):
             engine.act([text_request()])
         assert httpx.get(f"{server.url}/model_info").json() == {"model_path": "/x", "weight_version": "theirs"}
+    finally:
+        engine.close()
+        server.stop()
+
+
+@pytest.mark.parametrize("down_wait_s", [20.0, 0.0])
+def test_a_server_killed_during_a_weight_load_takes_the_load_once_restarted(stub_file, tmp_path, processor,
+                                                                           down_wait_s):
+    """The chaos run's second server_weight_update fault: the server dies inside POST
+    /update_weights_from_disk (the stub's load takes 2 s; the kill comes 0.5 s in), so the
+    connection drops. A launched server's engine (down_wait_s 20) sends the load again once the
+    launcher has restarted it: the server ends on r-5, one restart. With down_wait_s 0 (a
+    user-started server, nobody restarts it) the dropped load is raised at once, naming the route."""
+    port = free_port()
+    server = InferenceServer([sys.executable, stub_file, str(port), "0", "11,12", "2.0"], f"http://127.0.0.1:{port}",
+                             tmp_path, check_interval_s=0.2, stop_grace_s=2, max_restarts=2)
+    engine = ServerEngine([server.start()], processor, down_wait_s=down_wait_s)
+    result = {}
+
+    def load():
+        try:
+            result["version"] = engine.backend.load_weights_from_disk("/w/v5", "r-5")
+        except ServerEngineError as e:
+            result["error"] = str(e)
+
+    try:
+        thread = threading.Thread(target=load)
+        thread.start()
+        time.sleep(0.5)
+        os.kill(server.status()["pid"], signal.SIGKILL)
+        thread.join(60)
+        if down_wait_s:
+            assert result == {"version": "r-5"}
+            assert httpx.get(f"{server.url}/model_info").json() == {"model_path": "/w/v5", "weight_version": "r-5"}
+            assert server.status()["restarts"] == 1
+        else:
+            assert "/update_weights_from_disk: server unreachable" in result["error"]
     finally:
         engine.close()
         server.stop()

@@ -257,7 +257,7 @@ class ServerBackend:
         """Every server loads `path` in place, stamped `version` (read back from /model_info).
         Returns the version the servers report."""
         label = str(version) if version is not None else None
-        reported = list(self.pool.map(lambda url: self._reload(url, path, label), self.urls))
+        reported = list(self.pool.map(lambda url: self.reload_when_up(url, path, label), self.urls))
         if len(set(reported)) != 1:
             raise ServerEngineError(f"servers report different weight versions after the update: "
                                     f"{dict(zip(self.urls, reported))}")
@@ -269,6 +269,20 @@ class ServerBackend:
             self.earlier.add(self.weight_version)
         self.weight_version = version
         self.loaded = (path, version) if path else None
+
+    def reload_when_up(self, url: str, path: str, label: Optional[str]) -> str:
+        """`_reload`, sent again while the server is unreachable, until `down_wait_s` has passed:
+        a launched server that dies during the load (the connection drops) is restarted by its
+        launcher, and takes the folder once it answers (user-started servers: down_wait_s 0, the
+        first failure is raised)."""
+        deadline = time.monotonic() + self.down_wait_s
+        while True:
+            try:
+                return self._reload(url, path, label)
+            except ServerUnreachableError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
     def _reload(self, url: str, path: str, label: Optional[str]) -> str:
         """One server loads `path` (stamped `label`); the version it reports afterwards."""

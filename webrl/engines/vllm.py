@@ -188,7 +188,7 @@ class VLLMBackend(ServerBackend):
         """Every server reloads `path` in place, stamped `version` (default: the folder path);
         returns the version they report. The in-process copy (`hidden_backend`), if any, too."""
         label = str(version) if version is not None else str(path)
-        reported = list(self.pool.map(lambda url: self._reload(url, path, label), self.urls))
+        reported = list(self.pool.map(lambda url: self.reload_when_up(url, path, label), self.urls))
         if len(set(reported)) != 1:
             raise ServerEngineError(f"servers report different weight versions after the update: "
                                     f"{dict(zip(self.urls, reported))}")

@@ -13,7 +13,7 @@ a dead server is started again, up to `max_restarts` times, and reloads the weig
 reported (GET /model_info: `model_path` and `weight_version` changed since start ->
 POST /update_weights_from_disk with both), so a restart does not roll the policy back. Requests
 in flight to a dying server fail with a dropped connection; `ServerEngine` sends them again
-once the server answers (`down_wait_s`). A weight load in the last `check_interval_s` before a
+once the server answers (`down_wait_s`), weight loads included. A weight load in the last `check_interval_s` before a
 death is not seen here: the restarted server then reports the run's older version, and the
 engine, whose answer reads stale, loads its newest folder back into it before sending the row
 again (`ServerBackend.restore`; before 2026-12-07 it refused the answers until the next load,

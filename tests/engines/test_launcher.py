@@ -223,7 +223,9 @@ def test_a_server_restarted_on_older_weights_gets_the_runs_newest_back_from_the_
         first = server.status()["pid"]
         os.kill(first, signal.SIGKILL)
         assert wait_for(lambda: server.status()["restarts"] == 1 and server.status()["healthy"])
-        assert httpx.get(f"{server.url}/model_info").json() == {"model_path": "/w/v3", "weight_version": "r-3"}
+        # healthy comes before the launcher's restore of what it last saw: wait for that too
+        assert wait_for(lambda: httpx.get(f"{server.url}/model_info").json()
+                        == {"model_path": "/w/v3", "weight_version": "r-3"})
         started = time.monotonic()
         (decision,) = engine.act([text_request()])
         assert decision.response_ids == [11, 12] and time.monotonic() - started < 10

@@ -68,6 +68,7 @@ from webrl.policy.backend import ENGINE_CAPABILITIES, GenerateRequest, Generated
 from webrl.policy.generator import GeneratorConfig, GeneratorPolicy
 from webrl.policy.stack import PolicyConfig
 from webrl.engines.engine import GeneratorEngine
+from webrl.engines.server_weights import ServerWeights
 from webrl.chat.server_http import (ServerEngineError, ServerHTTP, env_key, ServerStaleError, ServerUnreachableError,
                                        check_output)
 from webrl.types import Image
@@ -90,7 +91,7 @@ def collapse_image_pads(ids: Sequence[int], pad_id: int) -> list[int]:
     return out
 
 
-class ServerBackend:
+class ServerBackend(ServerWeights):
     """Answers `GenerateRequest`s on SGLang-native servers (round robin, one `/generate` per row,
     at most `max_concurrency` in flight); `load_weights_from_disk` updates them all."""
 
@@ -112,15 +113,7 @@ class ServerBackend:
         vocab = processor.tokenizer.get_vocab()
         self.image_pad_id = vocab["<|image_pad|>"]
         self.vision_ids = {vocab[t] for t in VISION_TOKENS if t in vocab}
-        self.weight_version: Optional[str] = None
-        """The version last loaded through this engine (None: whatever the servers started with)."""
-        self.loaded: Optional[tuple[str, str]] = None
-        """(folder, version) last loaded into the servers, by this engine or (`note_weights` with a
-        path) by another of the run's: what a server answering with older weights gets back."""
-        self.earlier: set[str] = set()
-        """Versions loaded before `loaded`'s: a server reporting one of them holds the run's own
-        older weights (a restart restored what it last saw), not another writer's."""
-        self._reloading = {url: threading.RLock() for url in self.http.urls}
+        self.init_weights(self.http.urls)
         self.pool = ThreadPoolExecutor(max_concurrency, thread_name_prefix="webrl-server-engine")
         self._next = itertools.count()
         self._lock = threading.Lock()
@@ -243,71 +236,7 @@ class ServerBackend:
                                     f"{cached} of them cached")
         return hidden, start
 
-    # -- weights ---------------------------------------------------------------------------------
-    LAUNCH_VERSIONS: tuple[str, ...] = ("default", "0")
-    """Versions a server reports on its launch weights (SGLang's `--weight-version` default;
-    `webrl serve`'s)."""
-
-    def note_weights(self, version: str, path: Optional[str] = None) -> None:
-        """Another engine of the run has just loaded `version` into these servers (from `path`,
-        when a folder): expect it, and restore it into a server that comes back without it."""
-        self._remember(str(path) if path else None, str(version))
-
-    def load_weights_from_disk(self, path: str, version: Optional[int | str] = None) -> str:
-        """Every server loads `path` in place, stamped `version` (read back from /model_info).
-        Returns the version the servers report."""
-        label = str(version) if version is not None else None
-        reported = list(self.pool.map(lambda url: self.reload_when_up(url, path, label), self.urls))
-        if len(set(reported)) != 1:
-            raise ServerEngineError(f"servers report different weight versions after the update: "
-                                    f"{dict(zip(self.urls, reported))}")
-        self._remember(str(path), reported[0])
-        return reported[0]
-
-    def _remember(self, path: Optional[str], version: str) -> None:
-        if self.weight_version is not None and self.weight_version != version:
-            self.earlier.add(self.weight_version)
-        self.weight_version = version
-        self.loaded = (path, version) if path else None
-
-    def reload_when_up(self, url: str, path: str, label: Optional[str]) -> str:
-        """`_reload`, sent again while the server is unreachable, until `down_wait_s` has passed:
-        a launched server that dies during the load (the connection drops) is restarted by its
-        launcher, and takes the folder once it answers (user-started servers: down_wait_s 0, the
-        first failure is raised)."""
-        deadline = time.monotonic() + self.down_wait_s
-        while True:
-            try:
-                return self._reload(url, path, label)
-            except ServerUnreachableError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-
-    def _reload(self, url: str, path: str, label: Optional[str]) -> str:
-        """One server loads `path` (stamped `label`); the version it reports afterwards."""
-        with self._reloading[url]:
-            return self.http.update_from_disk(url, {"model_path": path, **({"weight_version": label} if label else {})})
-
-    def server_version(self, url: str) -> str:
-        info = self.http.request(url, "GET", "/model_info")
-        return str(info.get("weight_version")) if isinstance(info, dict) else ""
-
-    def restore(self, url: str, versions: set[str]) -> None:
-        """A server answering with other weights than the run loaded: if they are its launch weights
-        or the run's own older ones (a restarted server; its launcher restores what it last saw,
-        which misses a load just before the death), load `loaded` into it again. Another writer's
-        weights are left alone (the answer stays refused). Once per server at a time: a row that
-        waited for another's reload finds the server current and loads nothing."""
-        if self.loaded is None or not versions <= set(self.LAUNCH_VERSIONS) | self.earlier:
-            return
-        path, label = self.loaded
-        try:
-            with self._reloading[url]:
-                if self.server_version(url) != label:
-                    self._reload(url, path, label)
-        except ServerEngineError:
-            pass  # still restarting: the row is tried again, and so is this
+    # -- weights: ServerWeights (webrl.engines.server_weights) ----------------------------------
 
     def health(self) -> None:
         """Raise `ServerEngineError` unless every server answers GET /health with 200."""

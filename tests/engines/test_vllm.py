@@ -137,8 +137,9 @@ def kill(server):
 def test_a_killed_server_costs_a_retry_never_a_stale_answer(vllm_server, tiny_qwen25vl_path, tmp_path):
     """Killed mid-generation: the row is sent again once the launcher restarted the server, which
     first gets the last loaded weights back (it restarts on its launch weights). Killed around a
-    weight update: the update fails naming the server, the engine keeps the version it had, and
-    the next answers carry that version until an update succeeds."""
+    weight update: the update is sent again once the server is back (down_wait_s), and the next
+    answers carry the new version; with down_wait_s 0 the update fails naming the server and the
+    engine keeps the version it had."""
     server = vllm_server(tiny_qwen25vl_path, BOUNDS, max_restarts=2, fresh=True)
     model, processor = load_model(tiny_qwen25vl_path)
     policy = GeneratorPolicy(model, processor, generator_config())
@@ -156,16 +157,21 @@ def test_a_killed_server_costs_a_retry_never_a_stale_answer(vllm_server, tiny_qw
     (want,) = TransformersBackend(w1, processor).generate([row])
     assert answer["out"].ids == want.ids  # generated on v1 (the restored weights), not the launch weights
 
-    kill(server)  # around an update: the server is gone when the update is sent
-    with pytest.raises(ServerEngineError, match=server.url):
-        remote.load_weights_from_disk(str(tmp_path / "w2"), "v2")
-    assert remote.weight_version == "v1"
+    kill(server)  # around an update: the server is gone when the update is sent; it is sent
+    # again once the launcher has restarted the server (down_wait_s; a6d7f6e), so it lands
+    assert remote.load_weights_from_disk(str(tmp_path / "w2"), "v2") == "v2"
+    assert server.restarts == 2 and remote.weight_version == "v2"
     short = dataclasses.replace(row, max_new_tokens=12)
-    assert remote.generate([short])[0].weight_version == "v1"  # after the restart: v1 restored, never v2
-    remote.load_weights_from_disk(str(tmp_path / "w2"), "v2")
     out = remote.generate([short])[0]
     assert out.weight_version == "v2" and out.ids == TransformersBackend(w2, processor).generate([short])[0].ids
     remote.close()
+    # with no wait (a user-started server nobody restarts) a dropped update is raised, naming the server
+    lone = VLLMBackend([server.url], processor, model.config, timeout_s=300, down_wait_s=0)
+    kill(server)
+    with pytest.raises(ServerEngineError, match=server.url):
+        lone.load_weights_from_disk(str(tmp_path / "w1"), "v1")
+    assert lone.weight_version is None
+    lone.close()
 
 
 def test_qwen3vl_greedy_ids_and_logprobs_equal_in_process(vllm_server, tiny_qwen3vl_path):

@@ -37,7 +37,8 @@ starts a judge server of its own on 127.0.0.1 (`benchmarks/chaos_judge.py`: the 
 protocol, verdicts by the widgets checker's rule read from the action history) and appends, before
 the command line's overrides: reward.kind=judge reward.judge=action_history
 reward.base_url=http://127.0.0.1:PORT/v1 reward.model=sandbox-checker reward.timeout_s=10
-tasks.kinds=[click_button,click_link] (the kinds whose outcome the feedback shows). webrl drops a
+tasks.kinds=[click_button,click_link] tasks.train_levels=[0] tasks.eval_levels=[0] (the level-0
+kinds whose outcome the feedback shows). webrl drops a
 trajectory whose judge call fails after reward.max_retries (3) with the reason judge_timeout or
 judge_connection_error, never a 0 reward; the report counts the drops by that reason.
 

@@ -9,6 +9,7 @@ the run is pointed at it with `judge_overrides` (real `RewardConfig` keys, so a 
 
     reward.kind=judge reward.judge=action_history reward.base_url=http://127.0.0.1:PORT/v1
     reward.model=sandbox-checker reward.timeout_s=10 tasks.kinds=[click_button,click_link]
+    tasks.train_levels=[0] tasks.eval_levels=[0]
 
 Its verdict is honest for the sandbox: it reads the task and the action history the
 action-history judge's prompt carries and applies the widgets checker's rule for the two task
@@ -59,7 +60,8 @@ TOAST = "Dismiss"
 def judge_overrides(url: str, timeout_s: float = JUDGE_TIMEOUT_S) -> list[str]:
     """The main job's overrides that score it with the judge at `url` (…/v1)."""
     return ["reward.kind=judge", "reward.judge=action_history", f"reward.base_url={url}",
-            f"reward.model={JUDGE_MODEL}", f"reward.timeout_s={timeout_s:g}", "tasks.kinds=[click_button,click_link]"]
+            f"reward.model={JUDGE_MODEL}", f"reward.timeout_s={timeout_s:g}", "tasks.kinds=[click_button,click_link]",
+            "tasks.train_levels=[0]", "tasks.eval_levels=[0]"]
 
 
 def checker_verdict(task: str, actions: str) -> Optional[bool]:

@@ -12,8 +12,10 @@ Rows, all on the sandbox "widgets" level-0 tasks at 640x480 with N env slots (de
     instant policy   webrl's own loop (RolloutCoordinator, one EnvWorker Ray actor of N slots,
                      an InferenceActor) with a policy that answers at once: clicks on
                      seeded-random listed elements, then stop(). Everything but the model
-    main job         `examples/train_online_mind2web.py trainer.iterations=2 tasks.eval_tasks=0`
-                     (the embedded default without evaluation), env steps/s of each RL
+    main job         `examples/train_online_mind2web.py trainer.iterations=2 tasks.eval_tasks=0
+                     tasks.train_levels=[0] learner.optim.lr=2e-4` (the embedded default of
+                     2026-12-04 to 2026-12-07 without evaluation: level-0 tasks of every kind,
+                     the floors' pages), env steps/s of each RL
                      iteration as its metrics log them
 
 Fair floors (issue #53): the main job runs first, and both floors replay its own episodes'
@@ -194,7 +196,7 @@ def bench_instant(slots: int, threads: int, episodes: int, lengths: list[int], s
 def bench_job(threads: int, run_dir: Path) -> dict:
     out = run_dir / f"job-threads{threads}"
     command = [sys.executable, str(ROOT / "examples" / "train_online_mind2web.py"), "trainer.iterations=2",
-               "tasks.eval_tasks=0", f"env.threads={threads}", f"run.run_dir={out}"]
+               "tasks.eval_tasks=0", "tasks.train_levels=[0]", "learner.optim.lr=2e-4", f"env.threads={threads}", f"run.run_dir={out}"]
     start = time.monotonic()
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800)
     if proc.returncode != 0:

@@ -4,7 +4,7 @@ SimRollout iteration's collected batch) on the same task mix, seeds and iteratio
 this script.
 
     .venv/bin/python benchmarks/credit_assignment.py [--methods grpo grpo_step ppo grpo_balanced grpo_dyna]
-        [--seeds 0 1 2] [--config default] [--out runs/credit_assignment] [key=value ...]
+        [--seeds 0 1 2] [--config level0] [--out runs/credit_assignment] [key=value ...]
     .venv/bin/python benchmarks/credit_assignment.py --out DIR --report     # redraw from DIR
 
 Each (method, seed) is one run of the main job on `--config` with the method's overrides
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--config", default="default")
+    p.add_argument("--config", default="level0")
     p.add_argument("--out", default="runs/credit_assignment")
     p.add_argument("--report", action="store_true", help="rewrite results.md / results.png from results.json only")
     p.add_argument("overrides", nargs="*", metavar="key=value")

@@ -5,7 +5,7 @@ held-out step accuracy predicts online success across the checkpoints (the seed'
         [--iterations 3] [--tasks-per-iteration 4] [--eval-tasks 24] [--seed 0] [--kl-coef 0.05] \
         [--arms kl_off kl_loss kl_reward] [--work /tmp/klrl/work] [--out benchmarks/results/gui_libra_rl_DATE]
 
-Each arm is GRPO from the shipped `webrl:tiny-webagent-pointer` on the default config's task mix
+Each arm is GRPO from the shipped `webrl:tiny-webagent-pointer` on the level0 preset's task mix (the default until 2026-12-07)
 (sandbox widgets, level 0; webrl/run/config.py) with the same seed, so every arm draws the same
 training tasks at iteration i and evaluates on the same held-out tasks. Only the KL settings differ
 (`ARMS`), on top of the size overrides `size_overrides` writes (fewer tasks per iteration and
@@ -73,7 +73,7 @@ def arm_config(arm: str, args: argparse.Namespace, run_dir: Path):
     from webrl.config import load_config
     from webrl.run.config import WebRLConfig
 
-    return load_config(WebRLConfig, "default", [*size_overrides(args, run_dir), *arm_overrides(arm, args.kl_coef)])
+    return load_config(WebRLConfig, "level0", [*size_overrides(args, run_dir), *arm_overrides(arm, args.kl_coef)])
 
 
 def run_arm(arm: str, args: argparse.Namespace, heldout: list, evaluate_before: bool) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Held-out success of GRPO from the shipped SFT checkpoint, before RL and after each block of
 iterations, for several seeds: the evidence that the RL works.
 
-    .venv/bin/python benchmarks/learning_curve.py [--seeds 0 1 2] [--config default]
+    .venv/bin/python benchmarks/learning_curve.py [--seeds 0 1 2] [--config level0]
         [--block 2] [--samples-per-task 4] [--out runs/learning_curve] [key=value ...]
     .venv/bin/python benchmarks/learning_curve.py --from-json OUT/TIME/curve.json   # redraw only
 
@@ -232,7 +232,7 @@ def _polyline(d, pts: list[tuple[float, float]], fill: str, width: int, dashed: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--config", default="default")
+    p.add_argument("--config", default="level0")
     p.add_argument("--block", type=int, default=2, help="GRPO iterations between evaluations")
     p.add_argument("--samples-per-task", type=int, default=0,
                    help="also evaluate this many sampled episodes per task (eval.samples_per_task)")

@@ -125,7 +125,8 @@ def job_row(results: dict, out: Path, name: str, overrides: list[str]) -> None:
         return
     run_root = out / "runs" / name
     command = [sys.executable, str(ROOT / "examples" / "train_online_mind2web.py"), *overrides,
-               f"model.path={CHECKPOINT}", "generator.prompt.action_format=compact", "trainer.iterations=2", "tasks.eval_tasks=0", f"run.output_dir={run_root}"]
+               f"model.path={CHECKPOINT}", "generator.prompt.action_format=compact", "trainer.iterations=2", "tasks.eval_tasks=0",
+               "tasks.train_levels=[0]", "learner.optim.lr=2e-4", f"run.output_dir={run_root}"]  # the level-0 tasks of its results
     t0 = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     (out / f"{name}.log").write_text(done.stdout + done.stderr)

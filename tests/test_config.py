@@ -109,7 +109,9 @@ def test_every_entry_point_resolves_the_one_embedded_default(capsys):
     # what the embedded default is: GRPO from the shipped pointer checkpoint, in its prompt format
     cfg = WebRLConfig()
     assert (cfg.model.path, cfg.trainer.stages, cfg.learner.objective) == ("webrl:tiny-webagent-pointer", ["rl"], "grpo")
-    assert (cfg.rollout.group_size, cfg.tasks.tasks_per_iteration, cfg.learner.optim.lr) == (8, 8, 2e-4)
+    assert (cfg.rollout.group_size, cfg.tasks.tasks_per_iteration, cfg.learner.optim.lr) == (8, 8, 5e-4)
+    assert (cfg.tasks.kinds, cfg.tasks.train_levels, cfg.tasks.eval_levels) == (["tab_button"], [1], [1])
+    assert (cfg.tasks.eval_tasks, cfg.eval.samples_per_task) == (96, 4)
     assert (cfg.generator.prompt.action_format, cfg.tasks.eval_split, cfg.rollout.max_turns) == ("pointer", "train", 4)
 
 
@@ -222,3 +224,27 @@ def test_settings_the_run_would_ignore_are_refused_and_webrl_sft_runs_its_stage(
     monkeypatch.setattr(webrl.cli, "sft_main", seen.append)
     assert main(["sft", "sft.lr=0.01", "sft.action_weight=2.0"]) == 0
     assert (seen[0].trainer.stages, seen[0].sft.lr, seen[0].sft.action_weight) == (["sft"], 0.01, 2.0)
+
+
+def test_the_defaults_task_kind_and_sampled_evaluation_go_with_the_default_tasks():
+    """tasks.kinds=[tab_button] is the default's kind on its own site and levels: a layer that
+    sets the tasks' source, sites or levels (and not kinds) gets every kind instead of a refusal
+    (tab_button is no kind of shop); the sampled evaluation is off with an endpoint (refused
+    there) and on other task sources, unless set."""
+    def load(*overrides, preset=None):
+        return load_config(WebRLConfig, preset, list(overrides))
+
+    assert load().tasks.kinds == ["tab_button"]
+    assert load("tasks.sites=[shop]").tasks.kinds == []
+    assert load("tasks.eval_levels=[0]").tasks.kinds == []
+    assert load("tasks.source=miniwob").tasks.kinds == []
+    assert load("tasks.train_levels=[0,1]", "tasks.eval_levels=[0,1]", "tasks.kinds=[tab_button]").tasks.kinds == ["tab_button"]
+    assert load(preset="smoke").tasks.kinds == [] and load(preset="smoke").tasks.train_levels == [0]
+    with pytest.raises(ConfigError, match="tasks.kinds: none of"):  # set, it is checked
+        load("tasks.sites=[shop]", "tasks.kinds=[tab_button]")
+    assert load("eval.endpoint=http://127.0.0.1:9/v1").eval.samples_per_task == 0
+    assert load("tasks.source=miniwob").eval.samples_per_task == 0
+    assert load("tasks.eval_tasks=0").eval.samples_per_task == 0  # nothing to sample: not a refusal
+    assert load("tasks.source=miniwob", "eval.samples_per_task=2").eval.samples_per_task == 2
+    with pytest.raises(ConfigError, match="samples_per_task needs the checkpoint's own sampler"):
+        load("eval.endpoint=http://127.0.0.1:9/v1", "eval.samples_per_task=4")

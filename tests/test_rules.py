@@ -87,7 +87,7 @@ def test_each_rule_refuses_its_broken_config_and_is_the_rule_that_breaks(name, m
 
 def test_the_default_and_every_preset_keep_every_rule():
     check_rules(load_config(WebRLConfig, None, []))
-    for preset, extra in (("smoke", []), ("default", []), ("tiny_webagent_sft", []), ("tiny_webagent_pointer_sft", []),
+    for preset, extra in (("smoke", []), ("default", []), ("level0", []), ("vllm", []), ("tiny_webagent_sft", []), ("tiny_webagent_pointer_sft", []),
                           ("online_mind2web_qwen3vl_4b", ["model.path=x", "reward.base_url=http://127.0.0.1:9/v1",
                                                           "tasks.file=t.json"])):
         check_rules(load_config(WebRLConfig, preset, extra))

@@ -67,7 +67,7 @@ def test_a_partial_comparison_continues_and_refuses_other_settings(ca, tmp_path,
     assert ca.main(["--methods", "grpo", "ppo", "--seeds", "0", "1", "--out", out]) == 0
     assert ran == [("grpo", 0), ("ppo", 0), ("grpo", 1), ("ppo", 1)]  # seed 0 was not run again
     assert len(json.loads((tmp_path / "cmp" / "results.json").read_text())["results"]) == 4
-    with pytest.raises(SystemExit, match="holds runs of config 'default'"):
+    with pytest.raises(SystemExit, match="holds runs of config 'level0'"):
         ca.main(["--seeds", "0", "--out", out, "trainer.iterations=2"])
 
 

@@ -155,6 +155,10 @@ def test_before_after_table_says_within_or_beyond_noise():
     assert lines[-1] == (f"change, sampled: 9 tasks up, 0 down (mean change +50.0 points), paired permutation test "
                          f"p = {2 / 512:.3f}: beyond noise (p < 0.05)")
     assert "change" not in before_after_table({"success": 0.25}, {"success": 0.5})
+    # 14 tasks, each up by 0.25: only the all-up and all-down signings reach |sum| 3.5 -> p = 2 / 2**14
+    small = before_after_table({"success": 0.5, "success_sampled": 0.2}, {"success": 0.5, "success_sampled": 0.45},
+                               {"sampled": PairedChange(14, 0, (0.25,) * 14)})
+    assert small.splitlines()[-1].endswith("paired permutation test p = 1.2e-04: beyond noise (p < 0.05)")
 
 
 def test_drops_are_printed_with_counts_and_an_evaluation_that_scored_too_little_fails(tmp_path, capsys):

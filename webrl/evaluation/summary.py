@@ -141,7 +141,13 @@ def noise_line(name: str, change: PairedChange) -> str:
     verdict = "within noise" if p >= NOISE_P else f"beyond noise (p < {NOISE_P})"
     mean = sum(change.diffs) / len(change.diffs) if change.diffs else 0.0
     return (f"{name}: {change.up} tasks up, {change.down} down (mean change {100 * mean:+.1f} points), "
-            f"paired permutation test p = {p:.3f}: {verdict}")
+            f"paired permutation test p = {format_p(p)}: {verdict}")
+
+
+def format_p(p: float) -> str:
+    """Three decimals, or two significant digits below 0.001 (a default run's p = 0.0002 had
+    printed as 0.000)."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 def before_after_table(before: Optional[dict], after: Optional[dict],

@@ -144,7 +144,8 @@ def _peer_measure(model_path, samples, steps: int, token_budget: int) -> dict:
     from webrl.learner import LearnerConfig
     from webrl.learner.batching import pack_micro_batches
     from webrl.learner.samples import scale_batch
-    from webrl.learner.worker import _pad_id, process_memory_mib
+    from webrl.learner.model import pad_id as _pad_id
+    from webrl.learner.worker import process_memory_mib
     from webrl.models import load_model
 
     torch.set_num_threads(1)

@@ -175,3 +175,25 @@ def load_rng(folder: Path | str, rank: int) -> dict[str, Any]:
         return torch.load(path, weights_only=False)
     except Exception as e:  # torch raises several types for a damaged zip
         raise CheckpointError(f"corrupt checkpoint: cannot read {path} ({e})") from e
+
+
+FULL_DISK_BYTES = 64 << 20
+"""Below this much free space a failed checkpoint write is reported as a full disk."""
+
+
+def write_failed(final: Path, temp: Path, error: Exception, remove: bool) -> CheckpointError:
+    """The error for a checkpoint write that failed (torch reports a full disk as "unexpected
+    pos" or "iostream error"): it names the checkpoint, the free space left and that the last
+    published checkpoint is untouched. Removes the unpublished folder (rank 0), so a retry after
+    space was freed starts clean and the space it took is given back."""
+    if remove:
+        shutil.rmtree(temp, ignore_errors=True)
+    try:
+        free = shutil.disk_usage(final.parent).free
+    except OSError:
+        free = -1
+    full = " (the disk is full)" if 0 <= free < FULL_DISK_BYTES else ""
+    return CheckpointError(
+        f"writing checkpoint {final} failed: {type(error).__name__}: {error}; {free / 2 ** 20:.1f} MiB free on "
+        f"its filesystem{full}. The last published checkpoint is untouched: free space and resume from it "
+        f"(run.resume=true)")

@@ -1,4 +1,4 @@
-"""Merging per-micro-batch (and per-rank) metric dicts into one.
+"""Merging per-micro-batch (and per-rank) metric dicts into one; this process's memory figures.
 
 The objectives return floats computed on one micro-batch with the full step's loss scale, so
 loss-like terms are additive contributions (their sum over micro-batches is the step's value),
@@ -33,3 +33,23 @@ def merge_metrics(parts: Sequence[tuple[dict[str, float], float]]) -> dict[str, 
         return {}
     out.setdefault("num_tokens", total)
     return out
+
+
+def process_memory_mib() -> dict[str, float]:
+    """{"rss_mib", "peak_rss_mib"} of this process from /proc/self/status (VmRSS, VmHWM).
+
+    Not getrusage's ru_maxrss: Linux carries that across fork + exec, so a spawned rank would
+    report its parent's size when the parent was larger (every 2-rank row of the step benchmark
+    showed the driver's 760 MiB). VmHWM belongs to the address space, which exec replaces."""
+    stats: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    stats["rss_mib" if key == "VmRSS" else "peak_rss_mib"] = int(value.split()[0]) / 1024.0
+    except OSError:
+        import resource
+
+        stats["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return stats

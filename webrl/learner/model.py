@@ -145,3 +145,20 @@ def trainable_named_parameters(module: PolicyModule) -> list[tuple[str, nn.Param
     """(name, param) of the trainable parameters of the HF model, named as in its state_dict
     (value head excluded: the inference side has none)."""
     return [(name, p) for name, p in module.model.named_parameters() if p.requires_grad]
+
+
+def enable_checkpointing(model) -> None:
+    """Non-reentrant activation checkpointing of every transformer block (transformers >= 5.x
+    names it activation_checkpointing_enable; older releases gradient_checkpointing_enable)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def pad_id(processor, model) -> int:
+    pad = getattr(processor.tokenizer, "pad_token_id", None)
+    if pad is None:
+        pad = model.config.text_config.pad_token_id
+    return int(pad if pad is not None else 0)

@@ -34,8 +34,8 @@ from webrl.learner.batching import RankPlan
 from webrl.learner.config import LearnerConfig, LearnerRun
 from webrl.learner.engine import (build_optimizer, deepspeed_config, import_deepspeed, init_distributed,
                                   resolve_device, set_distributed_env)
-from webrl.learner.metrics import merge_metrics
-from webrl.learner.model import PolicyModule
+from webrl.learner.metrics import merge_metrics, process_memory_mib  # noqa: F401 (benchmarks import it here)
+from webrl.learner.model import PolicyModule, enable_checkpointing, pad_id
 from webrl.learner.rank_weights import RankWeights
 from webrl.learner.samples import LearnerSample, check_image_tokens, collate
 from webrl.learner.weight_broadcast import ServerTargets
@@ -103,7 +103,7 @@ class LearnerWorker:
         model, self.processor = load_model(run.model_path, dtype=self.dtype)
         if config.gradient_checkpointing:
             enable_checkpointing(model)
-        self.pad_id = _pad_id(self.processor, model)
+        self.pad_id = pad_id(self.processor, model)
         module = PolicyModule(model, value_head=config.value_head, always_run_vision=config.zero_stage == 3)
         if config.freeze_vision_tower:
             module.freeze_vision_tower()
@@ -291,7 +291,7 @@ class LearnerWorker:
                     "world_size": self.world_size, "zero_stage": self.config.zero_stage,
                     "client_state": client_state or {}})
         except (OSError, RuntimeError) as error:  # a full disk surfaces from torch as either
-            raise _write_failed(final, temp, error, remove=self.rank == 0) from error
+            raise ckpt.write_failed(final, temp, error, remove=self.rank == 0) from error
         dist.barrier()
         if self.rank == 0:
             ckpt.publish(temp, final)
@@ -358,26 +358,6 @@ class LearnerWorker:
         return stats
 
 
-def process_memory_mib() -> dict[str, float]:
-    """{"rss_mib", "peak_rss_mib"} of this process from /proc/self/status (VmRSS, VmHWM).
-
-    Not getrusage's ru_maxrss: Linux carries that across fork + exec, so a spawned rank would
-    report its parent's size when the parent was larger (every 2-rank row of the step benchmark
-    showed the driver's 760 MiB). VmHWM belongs to the address space, which exec replaces."""
-    stats: dict[str, float] = {}
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key in ("VmRSS", "VmHWM"):
-                    stats["rss_mib" if key == "VmRSS" else "peak_rss_mib"] = int(value.split()[0]) / 1024.0
-    except OSError:
-        import resource
-
-        stats["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return stats
-
-
 def touch_all_outputs(logprobs: torch.Tensor, entropy: torch.Tensor, values: Optional[torch.Tensor]) -> torch.Tensor:
     """0 x (sum of every output of the forward pass): added to every micro-batch's loss so that
     backward reaches each output on every rank, whatever the objective reads.
@@ -393,23 +373,6 @@ def touch_all_outputs(logprobs: torch.Tensor, entropy: torch.Tensor, values: Opt
     return total + 0.0 * values.sum() if values is not None else total
 
 
-def enable_checkpointing(model) -> None:
-    """Non-reentrant activation checkpointing of every transformer block (transformers >= 5.x
-    names it activation_checkpointing_enable; older releases gradient_checkpointing_enable)."""
-    kwargs = {"use_reentrant": False}
-    if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-
-
-def _pad_id(processor, model) -> int:
-    pad = getattr(processor.tokenizer, "pad_token_id", None)
-    if pad is None:
-        pad = model.config.text_config.pad_token_id
-    return int(pad if pad is not None else 0)
-
-
 def _seeded_rng_state(seed: int) -> dict[str, Any]:
     import random
 
@@ -417,25 +380,3 @@ def _seeded_rng_state(seed: int) -> dict[str, Any]:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return ckpt.rng_state()
-
-
-FULL_DISK_BYTES = 64 << 20
-"""Below this much free space a failed checkpoint write is reported as a full disk."""
-
-
-def _write_failed(final: Path, temp: Path, error: Exception, remove: bool) -> ckpt.CheckpointError:
-    """The error for a checkpoint write that failed (torch reports a full disk as "unexpected
-    pos" or "iostream error"): it names the checkpoint, the free space left and that the last
-    published checkpoint is untouched. Removes the unpublished folder (rank 0), so a retry after
-    space was freed starts clean and the space it took is given back."""
-    if remove:
-        shutil.rmtree(temp, ignore_errors=True)
-    try:
-        free = shutil.disk_usage(final.parent).free
-    except OSError:
-        free = -1
-    full = " (the disk is full)" if 0 <= free < FULL_DISK_BYTES else ""
-    return ckpt.CheckpointError(
-        f"writing checkpoint {final} failed: {type(error).__name__}: {error}; {free / 2 ** 20:.1f} MiB free on "
-        f"its filesystem{full}. The last published checkpoint is untouched: free space and resume from it "
-        f"(run.resume=true)")

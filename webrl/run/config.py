@@ -76,11 +76,13 @@ class TasksConfig:
     kinds: list[str] = field(default_factory=list)
     """source=sandbox: keep only tasks of these kinds, in training and evaluation (e.g.
     [click_button, click_link]: `webrl.envs.sites.source.task_kinds` lists a site's kinds);
-    empty = all."""
+    empty = all. The embedded default: [tab_button], which a layer that sets tasks.source, sites
+    or levels (and not kinds) drops."""
     tasks_per_iteration: int = 8
     """Distinct tasks per RL iteration; each is sampled rollout.group_size times."""
     eval_tasks: int = 48
-    """Held-out tasks per evaluation (greedy decoding, one trajectory each)."""
+    """Held-out tasks per evaluation: one greedy episode each, plus eval.samples_per_task sampled
+    ones (the embedded default: 96 tasks x 1 + 4)."""
 
     def __post_init__(self) -> None:
         if self.source not in TASK_SOURCES:
@@ -272,7 +274,9 @@ class EvalStageConfig:
     """Besides the greedy episode, this many episodes per held-out task sampled at the rollout
     temperature (0 = off): `success_sampled`, their mean success. More sensitive than greedy
     success to a policy that moved probability toward the right action without (yet) changing
-    its argmax; costs samples_per_task x eval_tasks more episodes per evaluation."""
+    its argmax; costs samples_per_task x eval_tasks more episodes per evaluation. The embedded
+    default samples 4 (derived 0 with eval.endpoint, tasks.eval_tasks=0 or non-sandbox tasks,
+    unless set)."""
 
     max_dropped_share: float = 1.0
     """Largest share of an evaluation's trajectories that may be dropped (infrastructure errors,

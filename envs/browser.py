@@ -353,13 +353,21 @@ class BrowserSession:
         return next(iter(_browser_pids(os.getpid(), self._marker)), None)
 
     # -- episodes ----------------------------------------------------------------------------
-    def new_context(self, viewport: Optional[tuple[int, int]] = None, record_har_path: str = "") -> BrowserContext:
+    @property
+    def own_proxy(self) -> bool:
+        """Whether this Chromium was launched with its own proxy flags (`extra_args`): the
+        allowlist then stays with the route guard (`webrl.envs.safety.guard_proxy`)."""
+        return launched_with_proxy(self.config)
+
+    def new_context(self, viewport: Optional[tuple[int, int]] = None, record_har_path: str = "",
+                    proxy: Optional[dict] = None) -> BrowserContext:
         """A fresh isolated context with the readiness probe and listener registry installed;
         downloads refused.
 
         `viewport` (width, height) defaults to this session's config; envs sharing a session
         pass their own. `record_har_path`: write the context's traffic there as a HAR (bodies
-        embedded) when it closes; "" records nothing (`webrl.envs.recording`).
+        embedded) when it closes; "" records nothing (`webrl.envs.recording`). `proxy`: the
+        context's proxy (`webrl.envs.safety.guard_proxy`), None for none.
         """
         self.ensure_alive()
         width, height = viewport or self.viewport
@@ -368,10 +376,15 @@ class BrowserSession:
         context = self.browser.new_context(
             viewport={"width": width, "height": height}, device_scale_factor=1,
             accept_downloads=False, service_workers="block", locale="en-US",
-            timezone_id="UTC", **har)
+            timezone_id="UTC", **har, **({"proxy": proxy} if proxy else {}))
         context.add_init_script(READINESS_INIT_SCRIPT)
         context.add_init_script(listeners_init_script())
         return context
+
+
+def launched_with_proxy(config: BrowserConfig) -> bool:
+    """Whether `config` launches Chromium with proxy flags of its own (`extra_args`)."""
+    return any(a.startswith(("--proxy-server", "--proxy-pac-url")) for a in config.extra_args)
 
 
 def _connection_closed(browser: Browser) -> bool:

@@ -27,7 +27,8 @@ dialog/download/crash handlers of the kept tab act for the new episode.
 A context is not reused (the next episode gets a fresh one) when the episode ended on an infra
 error, a renderer crashed, a dialog flood left a tab blocked, the browser was relaunched, the kept
 tab is gone, the scrub itself failed, or the key (viewport, safety config, browser generation)
-changed. Recorded or replayed episodes (`webrl.envs.recording`) never use the pool: a HAR is
+changed; under the proxy guard (`webrl.envs.safety.guard_proxy`, fixed when the context is made)
+a new allowlist is a new key too. Recorded or replayed episodes (`webrl.envs.recording`) never use the pool: a HAR is
 written when its own context closes, and replay routes belong to one recording.
 
 State a task (or anything else) installs through Playwright rather than through the page is
@@ -43,7 +44,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from webrl.envs.browser import BrowserSession, EpisodeEvents
-from webrl.envs.safety import DomainAllowlist, SafetyConfig, close_page_quietly, install_guards
+from webrl.envs.safety import DomainAllowlist, SafetyConfig, close_page_quietly, guard_proxy, install_guards
 
 STATEFUL_METHODS = ("add_init_script", "route", "route_from_har", "route_web_socket", "expose_binding",
                     "expose_function", "set_geolocation", "set_offline", "set_extra_http_headers",
@@ -82,8 +83,11 @@ class ReusableContext:
         self._dirty = False
         self._used = False  # a STATEFUL_METHODS call since the guards went in
 
-    def acquire(self, viewport: tuple[int, int], safety: SafetyConfig, allowed_domains: tuple[str, ...]):
-        key = (self.session.generation, tuple(viewport), id(safety), safety.subresource_policy)
+    def acquire(self, viewport: tuple[int, int], safety: SafetyConfig, allowed_domains: tuple[str, ...],
+                http_tools: bool = False):
+        proxy = guard_proxy(allowed_domains, safety, self.session.own_proxy, http_tools)
+        key = (self.session.generation, tuple(viewport), id(safety), safety.subresource_policy,
+               proxy and proxy["bypass"])
         if self.context is not None and (key != self._key or self._used or not self._scrub()):
             self.close()
         if self.context is not None:
@@ -92,11 +96,11 @@ class ReusableContext:
             return self.context, self.page, self.events, self.allowlist
         self.events, self.allowlist = EpisodeEvents(), DomainAllowlist(())
         self._begin(allowed_domains)
-        self.context = self.session.new_context(viewport)
+        self.context = self.session.new_context(viewport, proxy=proxy)
         self._key, self.page, self._cdp, self._origins = key, None, None, set()
         # origins to scrub: every frame's documents, from navigation events (not a callback per request)
         self.context.on("page", lambda page: page.on("framenavigated", self._note_origin))
-        install_guards(self.context, self.allowlist, self.events, safety)
+        install_guards(self.context, self.allowlist, self.events, safety, proxy)
         self._used = False
         self._watch(self.context)
         return self.context, None, self.events, self.allowlist

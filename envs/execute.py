@@ -31,11 +31,11 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from webrl.actions import Action
-from webrl.envs.browser import BrowserConfig
+from webrl.envs.browser import BrowserConfig, launched_with_proxy
 from webrl.envs.page_scripts import FOCUS_JS, FRAME_PATH_JS, POINT_JS, SCROLL_JS
 from webrl.envs.readiness import RESPONSIVE_PROBE_S, evaluate_with_timeout, is_responsive
 from webrl.envs import safety as limits  # ACTION_TIMEOUT_S, MAX_TABS read at call time (tests patch them)
-from webrl.envs.safety import Deadline, DomainAllowlist, SafetyConfig
+from webrl.envs.safety import PROXY_BLOCK_ERROR, Deadline, DomainAllowlist, SafetyConfig
 
 if TYPE_CHECKING:  # episode.py imports this module: no import cycle at run time
     from webrl.envs.episode import Tabs
@@ -281,7 +281,11 @@ def _navigate(ctx: ActionContext, go: Callable[[float], Any], what: str) -> Any:
     except PlaywrightError as error:
         message = str(error).splitlines()[0]
         if "net::" in message:
-            raise ActionFailed(f"could not load {what}: {message.split('net::', 1)[1].split()[0]}") from error
+            code = message.split("net::", 1)[1].split()[0]
+            if (f"net::{code}" == PROXY_BLOCK_ERROR and ctx.safety.subresource_policy == "allowlist"
+                    and not launched_with_proxy(ctx.browser)):
+                code = "ERR_BLOCKED_BY_CLIENT (outside the allowed domains)"  # the guard's proxy refused it
+            raise ActionFailed(f"could not load {what}: {code}") from error
         raise
 
 

@@ -38,7 +38,7 @@ from webrl.envs.infra_errors import infra_error_reason, infra_error_step
 from webrl.envs.observation import AnyText, build_observation, collect_elements, observation_space, tabs_text
 from webrl.envs.network import AddressPolicy
 from webrl.envs.recording import Recorder
-from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, install_guards
+from webrl.envs.safety import Deadline, DomainAllowlist, StepTimeLimit, guard_proxy, install_guards
 from webrl.envs.skill_run import EpisodeSkillSteps, run_skill, skill_step_count, skills_text
 from webrl.envs.tool_run import EpisodeToolRunner, run_tool
 from webrl.envs.tools import Tool, load_tools_file, task_tools, tool_step_count, tools_text
@@ -238,13 +238,15 @@ class WebEnv(gymnasium.Env):
         self.session.ensure_alive()
         recording = self.recorder.start(task.spec.id)
         kept_page, pooled = None, recording is None and self.reuse_context
+        http_tools = any(t.kind == "http" for t in tools)
         if pooled:  # the slot's context, scrubbed (webrl.envs.context_pool)
             context, kept_page, events, allowlist = self._contexts.acquire(
-                self.viewport, self.config.safety, task.spec.allowed_domains)
+                self.viewport, self.config.safety, task.spec.allowed_domains, http_tools)
         else:
-            context = self.session.new_context(self.viewport, recording.record_har_path if recording else "")
+            proxy = guard_proxy(task.spec.allowed_domains, self.config.safety, self.session.own_proxy, http_tools)
+            context = self.session.new_context(self.viewport, recording.record_har_path if recording else "", proxy)
             events = EpisodeEvents()
-            install_guards(context, allowlist, events, self.config.safety)
+            install_guards(context, allowlist, events, self.config.safety, proxy)
         episode = Episode(task=task, context=context, tabs=Tabs(context), events=events,
                           allowlist=allowlist, generation=self.session.generation,
                           max_steps=self.config.max_steps or task.spec.max_steps, recording=recording,

@@ -105,16 +105,18 @@ def test_the_probe_sees_leaks_when_the_scrub_is_skipped(browser_session, fixture
     assert state["tabs"] == 2
 
 
-def test_guards_follow_the_new_tasks_allowlist(browser_session, fixture_server, outside_server):
-    """The route guard of the kept context answers with the current task's allowlist (test-side
-    `goto` reaches the guard without the env's own navigation check)."""
+def test_route_guard_follows_the_new_tasks_allowlist(browser_session, fixture_server, outside_server):
+    """Under the route guard ("any": documents are checked by a Python route) the kept context's
+    guard answers with the current task's allowlist (test-side `goto` reaches the guard without
+    the env's own navigation check)."""
     outside = outside_server.url("page2.html")
-    env = with_reuse(make_env(browser_session), True)
+    env = with_reuse(make_env(browser_session, subresource_policy="any"), True)
     try:
         env.reset(options={"task": spec(fixture_server, allowed_domains=(fixture_server.netloc,
                                                                            outside_server.netloc))})
+        count = len(outside_server.requests)
         env.page.goto(outside)  # allowed in episode 1
-        assert outside_server.requests[-1] == "/page2.html"
+        assert "/page2.html" in outside_server.requests[count:]
         env.reset(options={"task": spec(fixture_server)})  # only the fixture host now
         assert env._contexts.reuses == 1
         count = len(outside_server.requests)
@@ -122,6 +124,34 @@ def test_guards_follow_the_new_tasks_allowlist(browser_session, fixture_server, 
             env.page.goto(outside)
         assert len(outside_server.requests) == count
         notes = env._episode.events.notes  # reported to the new episode's events
+        assert f"Blocked navigation to {outside_server.netloc}: outside the allowed domains" in notes, notes
+    finally:
+        env.close()
+
+
+def test_proxy_guard_takes_a_new_context_for_a_new_allowlist(browser_session, fixture_server, outside_server):
+    """Under "allowlist" Chromium enforces the allowlist (a bypass list fixed with the context):
+    a task with other allowed domains gets a fresh context, whose proxy refuses the host the
+    previous task allowed; the same allowlist again reuses it."""
+    outside = outside_server.url("page2.html")
+    env = with_reuse(make_env(browser_session), True)
+    try:
+        env.reset(options={"task": spec(fixture_server, allowed_domains=(fixture_server.netloc,
+                                                                           outside_server.netloc))})
+        first = env.page.context
+        count = len(outside_server.requests)
+        env.page.goto(outside)  # allowed in episode 1
+        assert "/page2.html" in outside_server.requests[count:]
+        env.reset(options={"task": spec(fixture_server)})  # only the fixture host now
+        assert env._contexts.reuses == 0 and env.page.context is not first
+        env.reset(options={"task": spec(fixture_server)})  # the same allowlist again
+        assert env._contexts.reuses == 1
+        count = len(outside_server.requests)
+        with pytest.raises(Exception, match="ERR_PROXY_CONNECTION_FAILED"):
+            env.page.goto(outside)
+        assert len(outside_server.requests) == count
+        env.page.wait_for_timeout(50)  # the requestfailed event
+        notes = env._episode.events.notes
         assert f"Blocked navigation to {outside_server.netloc}: outside the allowed domains" in notes, notes
     finally:
         env.close()

@@ -100,6 +100,21 @@ def test_redirect_chain(env, fixture_server, outside_server):
     serves_a_normal_episode(env, fixture_server)
 
 
+def test_a_later_redirect_hop_out_is_refused_before_it_is_sent(env, fixture_server, outside_server):
+    """allowed -> allowed -> outside: Chromium checks every hop against the proxy guard's bypass
+    list, so the outside host never sees the request (the route guard's pre-fetch checked only
+    the first hop and reset the tab after the second one loaded)."""
+    from urllib.parse import quote
+    env.reset(options={"task": spec(fixture_server)})
+    inner = fixture_server.url("__redirect_to") + "?url=" + quote(outside_server.url("page2.html"), safe="")
+    before = len(outside_server.requests)
+    obs, _, _, truncated, _ = env.step(f'goto("{fixture_server.url("__redirect_to")}?url={quote(inner, safe="")}")')
+    assert len(outside_server.requests) == before, outside_server.requests[before:]
+    assert "ERR_BLOCKED_BY_CLIENT" in obs["last_action_error"]
+    assert f"Blocked navigation to {outside_server.netloc}: a redirect outside the allowed domains" in obs["feedback"]
+    assert obs["url"] != outside_server.url("page2.html") and not truncated
+
+
 def test_popup_flood(env, fixture_server):
     obs, info = env.reset(options={"task": spec(fixture_server, "popups.html")})
     assert len(obs["tabs"].splitlines()) == 1  # the onload / timer popups were all blocked

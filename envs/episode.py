@@ -85,6 +85,7 @@ class Episode:
     env_time_s: float = 0.0
     elements: list = field(default_factory=list)
     screenshot_size: tuple = (0, 0)
+    top_frames: int = 1  # iframe/frame elements of the observed top document (0: actions skip the frame search)
     done: bool = False
     alias: Optional[OriginAlias] = None
     recording: Optional[EpisodeRecording] = None

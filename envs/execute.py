@@ -73,6 +73,9 @@ class ActionContext:
     safety: SafetyConfig
     allowlist: DomainAllowlist
     on_new_page: Callable[[Any], None] = field(default=lambda page: None)
+    top_frames: int = 1
+    """iframe/frame elements in the observed top document; 0 means every marked element is in it,
+    so `_locator` skips the frame search (a round trip trio per element action)."""
 
     def timeout_ms(self) -> float:
         return self.deadline.timeout_ms(limits.ACTION_TIMEOUT_S)
@@ -124,6 +127,8 @@ def _in_frames(ctx: ActionContext, frames: Sequence[str] | None) -> Any:
 
 def _locator(ctx: ActionContext, element_id: int) -> Any:
     selector = f'[data-webrl-id="{element_id}"]'
+    if ctx.top_frames == 0:  # som.js marked no element inside a frame: the top document holds it
+        return ctx.tabs.page.locator(selector)
     frames = evaluate_with_timeout(ctx.tabs.page, FRAME_PATH_JS, selector,
                                    ctx.deadline.timeout_s(limits.ACTION_TIMEOUT_S))
     return _in_frames(ctx, frames).locator(selector)

@@ -430,5 +430,6 @@
     elements, truncated, title: read(() => document.title, '') || '', scrollX: window.scrollX, scrollY: window.scrollY,
     viewportWidth: vw, viewportHeight: vh,
     pageHeight: document.documentElement ? document.documentElement.scrollHeight : vh,
+    topFrames: read(() => document.querySelectorAll('iframe, frame').length, 1),
   };
 }

@@ -341,7 +341,7 @@ class WebEnv(gymnasium.Env):
     def _action_context(self, episode: Episode, deadline: Deadline) -> ActionContext:
         return ActionContext(
             tabs=episode.tabs, elements=episode.elements, screenshot_size=episode.screenshot_size,
-            viewport=self.viewport, deadline=deadline, browser=self.config.browser,
+            top_frames=episode.top_frames, viewport=self.viewport, deadline=deadline, browser=self.config.browser,
             safety=self.config.safety, allowlist=episode.allowlist,
             on_new_page=lambda page: episode.events.new_pages.remove(page)
             if page in episode.events.new_pages else None)
@@ -361,6 +361,7 @@ class WebEnv(gymnasium.Env):
         except PlaywrightTimeout as timeout:
             raise PageUnresponsive("the page did not answer while being observed") from timeout
         episode.elements = collected["elements"]
+        episode.top_frames = collected.get("topFrames", 1)
         episode.tabs.titles[id(page)] = collected["title"]
         show = episode.alias.show if episode.alias is not None else str
         titles_urls = [(episode.tabs.titles.get(id(p), ""), show(p.url)) for p in episode.tabs.pages]

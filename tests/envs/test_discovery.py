@@ -166,6 +166,29 @@ def test_same_origin_frames_are_listed_in_page_coordinates_and_acted_on(env, fix
     assert obs["last_action_error"] == ""
 
 
+def test_the_frame_search_runs_only_where_the_page_has_frames(env, fixture_server, monkeypatch):
+    """An element action looks for its mark through same-origin frames (FRAME_PATH_JS, a round
+    trip trio) only when the observed top document holds a frame: frames.html has 3 (the form,
+    the sandboxed payment frame and the 1x1 one), delegated.html none."""
+    from webrl.envs import execute
+    searches = []
+    real = execute.evaluate_with_timeout
+
+    def counting(page, source, arg, timeout_s):
+        searches.append(source == execute.FRAME_PATH_JS)
+        return real(page, source, arg, timeout_s)
+
+    monkeypatch.setattr(execute, "evaluate_with_timeout", counting)
+    _, info = observe(env, fixture_server, "discovery/frames.html")
+    assert env._episode.top_frames == 3
+    obs, *_ = env.step(f"click({element_named(info, 'Send')})")
+    assert obs["last_action_error"] == "" and searches.count(True) == 1
+    _, info = observe(env, fixture_server, "discovery/delegated.html")
+    assert env._episode.top_frames == 0
+    obs, *_ = env.step(f"click({info['elements'][0]['id']})")
+    assert obs["last_action_error"] == "" and searches.count(True) == 1  # no further search
+
+
 def test_marks_inside_shadow_roots_are_renewed(env, fixture_server):
     _, info = observe(env, fixture_server, "discovery/mixed.html")
     shadow_id = element_named(info, "Shadow action")

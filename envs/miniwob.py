@@ -127,6 +127,12 @@ class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # one line per request is noise
         return None
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):  # the tab navigated away mid-answer (a reset)
+            pass
+
 
 _SERVER_LOCK = threading.Lock()
 _SERVER: dict[str, Any] = {"pid": None, "httpd": None, "url": None}

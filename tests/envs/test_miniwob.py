@@ -198,3 +198,24 @@ def test_check_env_passes_on_a_registered_id(session):
         check_env(env.unwrapped, skip_render_check=True, skip_close_check=True)
     finally:
         env.close()
+
+
+def test_a_client_that_hangs_up_mid_answer_prints_nothing(capfd):
+    """A tab that navigates away while the server answers (every reset's favicon request, say)
+    resets the connection; the server drops it quietly instead of printing a traceback into the
+    env worker's log (it printed one per dropped request before)."""
+    import socket
+    import struct
+    import time
+    from urllib.parse import urlsplit
+
+    from webrl.envs.miniwob import miniwob_base_url
+
+    parts = urlsplit(miniwob_base_url())
+    for _ in range(10):
+        client = socket.create_connection((parts.hostname, parts.port))
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+        client.sendall(b"GET /favicon.ico HTTP/1.0\r\n\r\n")
+        client.close()
+    time.sleep(0.5)  # the handler threads answer into the reset connections
+    assert "Traceback" not in capfd.readouterr().err

@@ -113,11 +113,11 @@ async def _raw_loop(page, tasks, rng: random.Random, lengths: list[int]) -> int:
 async def _raw(slots: int, browsers: int, episodes: int, lengths: list[int], seed: int) -> dict:
     from playwright.async_api import async_playwright
 
-    from webrl.envs.browser import CHROMIUM_FLAGS, resolve_executable
+    from webrl.envs.browser import launch_flags, resolve_executable
 
     tasks = make_tasks(episodes, seed)
     async with async_playwright() as p:
-        launched = [await p.chromium.launch(executable_path=resolve_executable(""), args=list(CHROMIUM_FLAGS))
+        launched = [await p.chromium.launch(executable_path=resolve_executable(""), args=list(launch_flags()))
                     for _ in range(browsers)]
         contexts = [await launched[i % browsers].new_context(viewport={"width": 640, "height": 480})
                     for i in range(slots)]

@@ -105,13 +105,13 @@ def _bench_webrl(WebEnv, tasks, episodes, steps, viewport, reuse_context: bool) 
 def bench_raw(tasks, episodes, steps, viewport) -> dict:
     from playwright.sync_api import sync_playwright
 
-    from webrl.envs.browser import CHROMIUM_FLAGS, resolve_executable
+    from webrl.envs.browser import launch_flags, resolve_executable
 
     width, height = (int(v) for v in viewport.split("x"))
     resets, step_times = [], []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=resolve_executable("", playwright),
-                                             args=list(CHROMIUM_FLAGS))
+                                             args=list(launch_flags()))
         for task_name in tasks:
             selector, _ = TARGETS[task_name]
             for episode in range(episodes):

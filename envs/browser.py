@@ -30,6 +30,7 @@ from playwright.sync_api import Browser, BrowserContext, Playwright, sync_playwr
 from playwright.sync_api import Error as PlaywrightError
 
 from webrl.config import ConfigError
+from webrl.envs.chromium_features import disable_features_flag
 from webrl.envs.observation import listeners_init_script
 from webrl.envs.readiness import READINESS_INIT_SCRIPT
 
@@ -40,6 +41,15 @@ CHROMIUM_FLAGS = (
 )
 VIEWPORT_PRESETS = {"openwebrl": (1280, 1000), "cpu": (800, 600), "small": (640, 480)}
 DEBIAN_CHROMIUM = "/usr/bin/chromium"
+
+
+def launch_flags() -> tuple[str, ...]:
+    """CHROMIUM_FLAGS and the one `--disable-features` switch (Playwright's list plus webrl's,
+    `webrl.envs.chromium_features`) every Chromium webrl launches gets."""
+    flag = disable_features_flag()
+    return (*CHROMIUM_FLAGS, flag) if flag else CHROMIUM_FLAGS
+
+
 LAUNCH_TIMEOUT_S = 30.0
 """Give up launching Chromium after this long (a healthy launch takes about a second)."""
 CONNECT_TIMEOUT_S = 30.0
@@ -64,7 +74,8 @@ class BrowserConfig:
     """Viewport preset: "openwebrl" (1280x1000, the OpenWebRL recipe), "cpu" (800x600),
     "small" (640x480), or "WxH" such as "1024x768"."""
     extra_args: tuple[str, ...] = ()
-    """Chromium flags added after CHROMIUM_FLAGS."""
+    """Chromium flags added after CHROMIUM_FLAGS (a `--disable-features` here replaces webrl's and
+    Playwright's lists: Chromium keeps the last one; `webrl.envs.chromium_features`)."""
     load_timeout_s: float = 10.0
     """Cap for one navigation (goto / back / forward) to reach DOMContentLoaded; a slow site
     needs more (the step's own `step_timeout_s` still bounds it)."""
@@ -258,7 +269,7 @@ class BrowserSession:
             self._marker = f"--webrl-session={uuid.uuid4().hex}"
             self._browser = self._playwright.chromium.launch(
                 executable_path=executable, headless=self.config.headless,
-                args=[*CHROMIUM_FLAGS, *self.config.extra_args, self._marker],
+                args=[*launch_flags(), *self.config.extra_args, self._marker],
                 ignore_default_args=["--disable-popup-blocking"],
                 timeout=LAUNCH_TIMEOUT_S * 1000)
             self._pid = next(iter(_browser_pids(os.getpid(), self._marker)), None)

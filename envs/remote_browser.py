@@ -29,7 +29,7 @@ machine's name resolution, before anything is fetched. What changes:
   `--host-resolver-rules` on Chromium's command line, which only the browser's owner sets.
   Likewise `executable_path`, `extra_args` and `headless=False` (a ConfigError names the key).
 - `start_browser_server` launches Chromium with the same flags as a local session
-  (`CHROMIUM_FLAGS`, the popup blocker kept on), so pages render and elements are found alike;
+  (`launch_flags()`, the popup blocker kept on), so pages render and elements are found alike;
   a browser fleet started some other way should do the same.
 
 No open door: Playwright's server has no authentication of its own (and tells its WebSocket path to
@@ -59,7 +59,7 @@ from typing import IO, Optional
 from urllib.parse import urlsplit
 
 from webrl.config import LOOPBACK_HOSTS, ConfigError
-from webrl.envs.browser import CHROMIUM_FLAGS, DEBIAN_CHROMIUM
+from webrl.envs.browser import DEBIAN_CHROMIUM, launch_flags
 from webrl.envs.browser_gate import KeyGate
 
 """Addresses a browser server may bind without a key (the rule of `webrl serve`'s weight routes)."""
@@ -179,7 +179,7 @@ def _launch_server(host: str, port: int, ws_path: str, executable_path: str,
 
     node, cli = compute_driver_executable()
     folder = tempfile.mkdtemp(prefix="webrl-browser-server-")
-    options = {"headless": True, "args": list(CHROMIUM_FLAGS), "ignoreDefaultArgs": ["--disable-popup-blocking"],
+    options = {"headless": True, "args": list(launch_flags()), "ignoreDefaultArgs": ["--disable-popup-blocking"],
                "host": host, "port": port, "wsPath": ws_path}
     executable = server_executable(executable_path)
     if executable:
@@ -211,7 +211,7 @@ def start_devtools_browser(host: str = "127.0.0.1", port: int = 0, executable_pa
         raise FileNotFoundError("no Chromium found for a DevTools browser: pass executable_path or set $WEBRL_CHROMIUM")
     folder = tempfile.mkdtemp(prefix="webrl-devtools-")
     log_path = os.path.join(folder, "chromium.log")
-    args = [executable, *CHROMIUM_FLAGS, *DEVTOOLS_LAYOUT_FLAGS, f"--remote-debugging-address={host}",
+    args = [executable, *launch_flags(), *DEVTOOLS_LAYOUT_FLAGS, f"--remote-debugging-address={host}",
             f"--remote-debugging-port={port}", f"--user-data-dir={os.path.join(folder, 'profile')}", "about:blank"]
     process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True)
